@@ -1,0 +1,51 @@
+"""cstrace: decode ARM CoreSight trace into generic trace elements.
+
+The public API::
+
+    import cstrace
+
+    snap = cstrace.read_snapshot("path/to/snapshot")
+    session = cstrace.Session(snap)
+    for run in session.open_buffer(snap.buffers[0]).runs:
+        for elem in run.elements():
+            ...
+
+Everything not re-exported here is private and may change.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from cstrace.capture import Demux, Stream, demux
+from cstrace.decode import BufferDecode, Session, SourceRun
+from cstrace.elements import *  # noqa: F403 - the element model is public
+from cstrace.elements import __all__ as _element_names
+from cstrace.errors import (
+    CaptureError,
+    ConfigError,
+    CstraceError,
+    DecodeError,
+    SnapshotError,
+)
+from cstrace.protocols import DecodeOptions
+from cstrace.snapshot import Snapshot, read_snapshot
+
+__all__ = [
+    "BufferDecode",
+    "CaptureError",
+    "ConfigError",
+    "CstraceError",
+    "DecodeError",
+    "DecodeOptions",
+    "Demux",
+    "Session",
+    "Snapshot",
+    "SnapshotError",
+    "SourceRun",
+    "Stream",
+    "__version__",
+    "demux",
+    "read_snapshot",
+    *_element_names,
+]

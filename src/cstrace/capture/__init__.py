@@ -1,0 +1,52 @@
+"""Preconditioning and demultiplexing of captured trace bytes.
+
+Input: the raw bytes of one trace buffer and its format name; output: a
+:class:`Demux` holding one :class:`Stream` per trace ID (or a single stream for
+unformatted, single-source data) and any framing issues found.
+
+Formats (the ``format`` key of a snapshot's ``trace.ini``):
+
+``coresight``
+    ETB/ETR memory: whole, aligned 16-byte formatter frames.
+``dstream_coresight``
+    DSTREAM capture: formatter frames separated by FSYNC patterns.
+``tpiu``
+    TPIU port capture: FSYNC patterns and HSYNC half-word padding.
+``source_data``
+    Unformatted data of a single trace source.
+"""
+
+from __future__ import annotations
+
+from cstrace.capture.formatter import FRAME_SIZE, CaptureIssue, Demux, demux_frames
+from cstrace.capture.stream import Stream
+from cstrace.errors import CaptureError
+
+__all__ = [
+    "FORMATS",
+    "FRAME_SIZE",
+    "CaptureIssue",
+    "Demux",
+    "Stream",
+    "demux",
+    "demux_frames",
+]
+
+FORMATS = ("coresight", "dstream_coresight", "tpiu", "source_data")
+
+
+def demux(data: bytes | bytearray | memoryview, fmt: str) -> Demux:
+    """Split a capture in format ``fmt`` into per-trace-ID streams."""
+    match fmt:
+        case "coresight":
+            return demux_frames(data)
+        case "dstream_coresight":
+            return demux_frames(data, fsyncs=True)
+        case "tpiu":
+            return demux_frames(data, fsyncs=True, hsyncs=True)
+        case "source_data":
+            return Demux({0: Stream(None, bytes(data))})
+        case _:
+            raise CaptureError(
+                f"unknown trace buffer format {fmt!r} (expected one of {', '.join(FORMATS)})"
+            )

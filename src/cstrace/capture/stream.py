@@ -1,0 +1,100 @@
+"""One trace ID's bytes after demultiplexing, with the capture offset of every byte.
+
+A :class:`Stream` holds the data bytes of one trace source in order, and the
+``Idx`` of each byte in the original capture, stored compactly as runs: run
+``k`` starts at stream position ``run_pos[k]`` and its first byte has capture
+index ``run_idx[k]``; the following bytes of the run have consecutive indices.
+This is the index OpenCSD reports for packets (the index of a packet's first
+byte), including its convention for bytes that follow an ID byte inside a frame.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterator
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["Stream"]
+
+
+class Stream:
+    """The demultiplexed bytes of one trace ID (or of a single-source capture)."""
+
+    __slots__ = ("_pos_list", "data", "run_idx", "run_pos", "trace_id")
+
+    def __init__(
+        self,
+        trace_id: int | None,
+        data: bytes,
+        run_pos: npt.NDArray[np.int64] | None = None,
+        run_idx: npt.NDArray[np.int64] | None = None,
+        base: int = 0,
+    ) -> None:
+        self.trace_id = trace_id
+        self.data = data
+        if run_pos is None or run_idx is None:
+            run_pos = np.zeros(1, dtype=np.int64)
+            run_idx = np.full(1, base, dtype=np.int64)
+        self.run_pos = run_pos
+        self.run_idx = run_idx
+        self._pos_list: list[int] = run_pos.tolist()
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def offset_at(self, pos: int) -> int:
+        """Capture index (``Idx``) of the byte at stream position ``pos``."""
+        k = bisect_right(self._pos_list, pos) - 1
+        if k < 0:
+            k = 0
+        return int(self.run_idx[k]) + pos - self._pos_list[k]
+
+    def offsets(self) -> npt.NDArray[np.int64]:
+        """Capture index of every byte, as an array (costs 8 bytes per byte)."""
+        n = len(self.data)
+        out = np.arange(n, dtype=np.int64)
+        if n == 0:
+            return out
+        starts = self.run_pos
+        lengths = np.diff(np.append(starts, n))
+        out += np.repeat(self.run_idx - starts, lengths)
+        return out
+
+    def chunks(self) -> Iterator[tuple[int, bytes]]:
+        """Yield ``(capture index, bytes)`` for each run of consecutive indices."""
+        ends = [*self._pos_list[1:], len(self.data)]
+        for start, end, idx in zip(self._pos_list, ends, self.run_idx.tolist(), strict=True):
+            if end > start:
+                yield idx, self.data[start:end]
+
+    @classmethod
+    def from_chunks(cls, trace_id: int | None, chunks: list[tuple[int, bytes]]) -> Stream:
+        """Build a stream from ``(capture index, bytes)`` pieces (used by tests and encoders)."""
+        pos: list[int] = []
+        idx: list[int] = []
+        parts: list[bytes] = []
+        total = 0
+        for index, data in chunks:
+            if not data:
+                continue
+            if pos and idx[-1] + (total - pos[-1]) == index:
+                pass  # continues the previous run
+            else:
+                pos.append(total)
+                idx.append(index)
+            parts.append(data)
+            total += len(data)
+        if not pos:
+            pos, idx = [0], [0]
+        return cls(
+            trace_id,
+            b"".join(parts),
+            np.array(pos, dtype=np.int64),
+            np.array(idx, dtype=np.int64),
+        )
+
+    def __repr__(self) -> str:
+        tid = "single" if self.trace_id is None else f"{self.trace_id:#x}"
+        return f"Stream({tid}, {len(self.data)} bytes, {len(self._pos_list)} runs)"

@@ -1,0 +1,164 @@
+"""The ``cstrace`` command line.
+
+``cstrace decode SNAPSHOT`` decodes the trace buffers of a snapshot and writes
+the decoded elements (``--format text``, the default), the OpenCSD-compatible
+listing of packets and elements (``--format ocsd``) or JSON Lines
+(``--format jsonl``). Bad input gives one line on stderr naming the file and
+line or offset, and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from typing import TextIO
+
+from cstrace import __version__
+from cstrace.decode import Session
+from cstrace.errors import CstraceError
+from cstrace.protocols import DecodeOptions
+from cstrace.snapshot import Snapshot, read_snapshot
+
+__all__ = ["main"]
+
+_FORMATS = ("text", "ocsd", "jsonl")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cstrace",
+        description="Decode ARM CoreSight trace (ETMv4/ETE, PTM, ETMv3, STM, ITM).",
+    )
+    parser.add_argument("--version", action="version", version=f"cstrace {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    dec = sub.add_parser(
+        "decode",
+        help="decode the trace buffers of a snapshot",
+        description=(
+            "Decode every trace buffer named in the snapshot's trace.ini, one after "
+            "another in trace.ini order, or only the buffers given with --buffer."
+        ),
+    )
+    dec.add_argument("snapshot", metavar="SNAPSHOT", help="snapshot folder (or its snapshot.ini)")
+    dec.add_argument(
+        "-b",
+        "--buffer",
+        action="append",
+        metavar="NAME",
+        help="decode only this trace buffer (repeatable; decoded in the order given)",
+    )
+    dec.add_argument(
+        "-f",
+        "--format",
+        choices=_FORMATS,
+        default="text",
+        help="text: one readable line per element (default); ocsd: packets and elements "
+        "in the OpenCSD trc_pkt_lister format; jsonl: one JSON object per element",
+    )
+    dec.add_argument(
+        "--no-packets",
+        action="store_true",
+        help="with --format ocsd, list decoded elements only",
+    )
+    dec.add_argument(
+        "--src-addr-n",
+        action="store_true",
+        help="ETE: split source-address instruction ranges at N atoms",
+    )
+    dec.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    return parser
+
+
+def _lines(snapshot: Snapshot, args: argparse.Namespace, err: TextIO) -> Iterator[str]:
+    from cstrace.render.ocsd import listing_lines
+    from cstrace.render.text import json_line, text_line
+
+    for warning in snapshot.warnings:
+        print(f"cstrace: warning: {warning}", file=err)
+    names = args.buffer or [b.name for b in snapshot.buffers]
+    buffers = [snapshot.buffer(n) for n in names]
+    session = Session(snapshot, DecodeOptions(src_addr_n=args.src_addr_n))
+    for buffer in buffers:
+        decoded = session.open_buffer(buffer)
+        for notice in decoded.notices:
+            print(f"cstrace: warning: {notice}", file=err)
+        if args.format == "ocsd":
+            yield f"Using {buffer.name} as trace source"
+            for issue in decoded.demux.issues:
+                yield f"CAPTURE ERROR at offset {issue.offset}: {issue.message}"
+        elif args.format == "text":
+            yield f"# buffer {buffer.name} ({buffer.format})"
+            for issue in decoded.demux.issues:
+                yield f"# capture error at offset {issue.offset:#x}: {issue.message}"
+        for run in decoded.runs:
+            if args.format == "ocsd":
+                yield from listing_lines(run, packets=not args.no_packets)
+                yield f"ID:{run.trace_id:x}\tEND OF TRACE DATA"
+            elif args.format == "jsonl":
+                tid = run.trace_id
+                for elem in run.elements():
+                    yield json_line(tid, elem)
+            else:
+                tid = run.trace_id
+                yield (
+                    f"# source {run.source.device.name} ({run.protocol.name}), trace ID {tid:#x}"
+                )
+                for elem in run.elements():
+                    yield text_line(tid, elem)
+
+
+def _write(lines: Iterator[str], out: TextIO) -> None:
+    batch: list[str] = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) >= 4096:
+            out.write("\n".join(batch))
+            out.write("\n")
+            batch.clear()
+    if batch:
+        out.write("\n".join(batch))
+        out.write("\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    err = sys.stderr
+    try:
+        if args.command == "decode":
+            snapshot = read_snapshot(args.snapshot)
+            if args.output:
+                try:
+                    out_file = open(args.output, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+                except OSError as exc:
+                    print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
+                    return 2
+                with out_file:
+                    _write(_lines(snapshot, args, err), out_file)
+            else:
+                stdout = sys.stdout
+                if isinstance(stdout, io.TextIOWrapper):
+                    stdout.reconfigure(newline="\n")
+                _write(_lines(snapshot, args, err), stdout)
+                stdout.flush()
+        return 0
+    except CstraceError as exc:
+        print(f"cstrace: error: {exc}", file=err)
+        return 2
+    except BrokenPipeError:
+        # The reader of our output went away (e.g. `| head`): not an error.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""The decode pipeline for a snapshot: buffers → streams → packets → elements.
+
+Input: a :class:`~cstrace.snapshot.Snapshot` and the names of the buffers to
+decode; output: one :class:`SourceRun` per trace source in each buffer, whose
+``packets()`` and ``elements()`` are lazy iterators.
+
+Trace IDs are independent once demultiplexed, so each source is decoded on its
+own. A decoder that already ran on an earlier buffer of the same session is
+*reset* rather than created (its first ``NO_SYNC`` says ``reset-decoder``), as
+the reference decoder does when it decodes several buffers in one run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from cstrace.capture import Demux, Stream, demux
+from cstrace.elements import Element
+from cstrace.memory import MemoryMap
+from cstrace.protocols import DecodeContext, DecodeOptions, Packet, ProtocolSpec, find_protocol
+from cstrace.snapshot.model import Snapshot, TraceBuffer, TraceSource
+
+__all__ = ["BufferDecode", "Session", "SourceRun"]
+
+
+@dataclass
+class SourceRun:
+    """One trace source of one buffer, ready to decode."""
+
+    buffer: TraceBuffer
+    source: TraceSource
+    protocol: ProtocolSpec
+    config: Any
+    trace_id: int
+    packet_id: int
+    """The ID the reference prints on packet lines: 0 for single-source (unformatted) data."""
+    stream: Stream
+    context: DecodeContext
+
+    def packets(self) -> Iterator[Packet]:
+        """The packets of this source's stream."""
+        return self.protocol.iter_packets(self.stream, self.config, self.context.complete)
+
+    def elements(self, packets: Iterable[Packet] | None = None) -> Iterator[Element]:
+        """The generic elements decoded from ``packets`` (by default, from ``packets()``)."""
+        if packets is None:
+            packets = self.packets()
+        return self.protocol.iter_elements(packets, self.config, self.context)
+
+
+@dataclass
+class BufferDecode:
+    """A demultiplexed buffer and the sources to decode in it."""
+
+    buffer: TraceBuffer
+    demux: Demux
+    runs: list[SourceRun]
+    notices: list[str] = field(default_factory=list)
+
+
+class Session:
+    """Decodes buffers of one snapshot, keeping decoder history and memory images."""
+
+    def __init__(self, snapshot: Snapshot, options: DecodeOptions | None = None) -> None:
+        self.snapshot = snapshot
+        self.options = options or DecodeOptions()
+        self.notices: list[str] = []
+        self._reported: set[str] = set()
+        self._used_ids: set[int] = set()
+        self._memory: dict[str, MemoryMap] = {}
+
+    def _notice_once(self, key: str, message: str, out: list[str]) -> None:
+        if key not in self._reported:
+            self._reported.add(key)
+            out.append(message)
+            self.notices.append(message)
+
+    def memory_for(self, source: TraceSource) -> MemoryMap:
+        """The memory images of the core a source traces (cached per core)."""
+        key = source.core.name if source.core is not None else ""
+        mm = self._memory.get(key)
+        if mm is None:
+            warnings: list[str] = []
+            mm = MemoryMap.from_devices(
+                self.snapshot, self.snapshot.memory_devices(source.core), warnings
+            )
+            self._memory[key] = mm
+        return mm
+
+    def open_buffer(self, buffer: TraceBuffer) -> BufferDecode:
+        """Demultiplex ``buffer`` and prepare a run for each source it holds."""
+        data = self.snapshot.read_buffer(buffer)
+        result = demux(data, buffer.format)
+        notices: list[str] = []
+        for issue in result.issues:
+            notices.append(f"{buffer.name}: offset {issue.offset:#x}: {issue.message}")
+        sources = self.snapshot.sources_for(buffer)
+        single = buffer.format == "source_data"
+        if single:
+            sources = sources[:1]
+        if not sources:
+            notices.append(f"{buffer.name}: no trace source is associated with this buffer")
+        runs: list[SourceRun] = []
+        for source in sources:
+            proto = find_protocol(source.device.device_type)
+            if proto is None:
+                self._notice_once(
+                    source.device.protocol,
+                    f"{source.device.device_type or '?'} trace (source {source.device.name!r}) "
+                    "is not decoded yet; skipped",
+                    notices,
+                )
+                continue
+            config = proto.configure(source, self.options)
+            trace_id = int(config.trace_id)
+            if single:
+                stream = result.streams.get(0) or Stream(None, b"")
+            else:
+                stream = result.streams.get(trace_id) or Stream(trace_id, b"")
+            memory = self.memory_for(source) if proto.uses_memory else None
+            context = DecodeContext(
+                trace_id=trace_id,
+                options=self.options,
+                memory=memory,
+                reset=trace_id in self._used_ids,
+                complete=result.complete,
+            )
+            self._used_ids.add(trace_id)
+            runs.append(
+                SourceRun(
+                    buffer,
+                    source,
+                    proto,
+                    config,
+                    trace_id,
+                    0 if single else trace_id,
+                    stream,
+                    context,
+                )
+            )
+        self.notices.extend(n for n in notices if n not in self.notices)
+        return BufferDecode(buffer, result, runs, notices)

@@ -1,0 +1,97 @@
+"""What every protocol provides: the packet base class and the protocol description.
+
+Each protocol package (``cstrace.protocols.<name>``) exports ``PROTOCOL``, a
+:class:`ProtocolSpec` whose functions form the pipeline of one trace source:
+
+``configure(source, options)``
+    registers of the trace source device (and its core) → a configuration
+    object with a ``trace_id`` attribute;
+``iter_packets(stream, config, complete)``
+    the bytes of one trace ID → packets (each with ``offset`` and ``raw``);
+``iter_elements(packets, config, context)``
+    packets → generic elements (:mod:`cstrace.elements`).
+
+``complete`` is False when the capture was cut short by a fatal framing error:
+the reader and decoder then stop without end-of-trace processing, as the
+reference decoder does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from cstrace.capture.stream import Stream
+from cstrace.elements import Element
+from cstrace.snapshot.model import TraceSource
+
+__all__ = [
+    "DecodeContext",
+    "DecodeOptions",
+    "Packet",
+    "ProtocolConfig",
+    "ProtocolSpec",
+]
+
+
+class Packet:
+    """Base class of all protocol packets: capture index of the first byte, and raw bytes."""
+
+    __slots__ = ("offset", "raw")
+
+    def __init__(self, offset: int, raw: bytes) -> None:
+        self.offset = offset
+        self.raw = raw
+
+    def __repr__(self) -> str:
+        fields = []
+        for klass in type(self).__mro__:
+            for name in getattr(klass, "__slots__", ()):
+                if name not in ("offset", "raw"):
+                    fields.append(f"{name}={getattr(self, name)!r}")
+        extra = (", " + ", ".join(fields)) if fields else ""
+        return f"{type(self).__name__}(offset={self.offset}, raw={self.raw.hex()}{extra})"
+
+
+class ProtocolConfig(Protocol):
+    """What the pipeline needs from every protocol configuration."""
+
+    @property
+    def trace_id(self) -> int:
+        """The CoreSight trace ID of the source."""
+        ...
+
+
+@dataclass
+class DecodeOptions:
+    """User options that change how trace is decoded."""
+
+    src_addr_n: bool = False
+    """ETE: split source-address ranges on N atoms (OpenCSD's ``-src_addr_n``)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DecodeContext:
+    """Per-decoder run context handed to ``iter_elements``."""
+
+    trace_id: int
+    options: DecodeOptions
+    memory: Any = None
+    """The memory images of the traced core (``cstrace.memory``), if any."""
+    reset: bool = False
+    """True when this decoder already ran on an earlier buffer of the same run."""
+    complete: bool = True
+    """False when the capture stopped at a fatal framing error (no end of trace)."""
+
+
+@dataclass(frozen=True)
+class ProtocolSpec:
+    """A trace protocol: its name and the functions of its pipeline."""
+
+    name: str
+    configure: Callable[[TraceSource, DecodeOptions], Any]
+    iter_packets: Callable[[Stream, Any, bool], Iterator[Packet]]
+    iter_elements: Callable[[Iterable[Packet], Any, DecodeContext], Iterator[Element]]
+    uses_memory: bool = False

@@ -1,0 +1,59 @@
+"""The OpenCSD listing: packet and element lines in ``trc_pkt_lister`` format.
+
+Input: a :class:`~cstrace.decode.SourceRun`; output: text lines such as::
+
+    Idx:17; ID:20; [0xf0 0x1a 0x00 0x00 0x00 0x30 ];	D32M:32 bit data + marker; Data=0x10000000
+    Idx:17; ID:20; OCSD_GEN_TRC_ELEM_SWTRACE( (Ma:0x41; Ch:0x00) 0x10000000; +Mrk )
+
+Each packet line comes before the elements decoded after the decoder read that
+packet, as in the reference output. Packet text comes from
+``cstrace.render.ocsd.<protocol module>.packet_text``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from cstrace.bits import hexbytes
+from cstrace.protocols import MODULES, Packet
+from cstrace.render.ocsd.elements import element_text
+
+if TYPE_CHECKING:
+    from cstrace.decode import SourceRun
+
+__all__ = ["element_text", "listing_lines", "packet_renderer"]
+
+
+def packet_renderer(source_type: str) -> Callable[[Packet], str]:
+    """The packet text function for a trace source type (``ETM4``, ``STM``...)."""
+    module = MODULES[source_type.split(".", 1)[0].strip().upper()]
+    mod = importlib.import_module(f"cstrace.render.ocsd.{module}")
+    fn: Callable[[Packet], str] = mod.packet_text
+    return fn
+
+
+def listing_lines(run: SourceRun, *, packets: bool = True) -> Iterator[str]:
+    """The listing of one source run: packet lines (unless ``packets`` is False) and elements."""
+    text_of = packet_renderer(run.source.device.device_type)
+    pid = f"{run.packet_id:x}"
+    eid = f"{run.trace_id:x}"
+    pending: deque[Packet] = deque()
+
+    def tap(source: Iterable[Packet]) -> Iterator[Packet]:
+        for p in source:
+            pending.append(p)
+            yield p
+
+    def flush() -> Iterator[str]:
+        while pending:
+            p = pending.popleft()
+            if packets:
+                yield f"Idx:{p.offset}; ID:{pid}; [{hexbytes(p.raw)}];\t{text_of(p)}"
+
+    for elem in run.elements(tap(run.packets())):
+        yield from flush()
+        yield f"Idx:{elem.offset}; ID:{eid}; {element_text(elem)}"
+    yield from flush()

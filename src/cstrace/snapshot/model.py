@@ -1,0 +1,196 @@
+"""What a snapshot says: devices, their registers and memory dumps, trace buffers and topology.
+
+Input: nothing (plain records); produced by :mod:`cstrace.snapshot.reader` from a
+DS-5 snapshot (ARM-ECM-0611873, "Debug and Trace Snapshot File Format").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from cstrace.errors import SnapshotError
+from cstrace.snapshot.files import FileTree
+
+__all__ = [
+    "Device",
+    "MemoryDump",
+    "Register",
+    "Snapshot",
+    "TraceBuffer",
+    "TraceSource",
+    "parse_int",
+]
+
+_INT = re.compile(r"^[+]?(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)[uUlL]*$")
+
+
+def parse_int(text: str, *, what: str, path: str, line: int | None) -> int:
+    """Parse a C-style integer (``0x1F``, ``31``, ``037``) or raise a located error."""
+    t = text.strip().replace("_", "")
+    if not _INT.match(t):
+        raise SnapshotError(f"{what}: {text!r} is not a number", path=path, line=line)
+    t = t.lstrip("+").rstrip("uUlL")
+    if t.lower().startswith("0x"):
+        return int(t, 16)
+    if len(t) > 1 and t.startswith("0"):
+        return int(t, 8)
+    return int(t, 10)
+
+
+@dataclass(frozen=True)
+class Register:
+    """One register of a device, as written in its ``[regs]`` section."""
+
+    name: str
+    text: str
+    path: str
+    line: int
+    reg_id: int | None = None
+    size: int = 32
+
+    @property
+    def value(self) -> int:
+        """The register value; a located error if it is not a number."""
+        return parse_int(self.text, what=f"register {self.name}", path=self.path, line=self.line)
+
+
+@dataclass(frozen=True)
+class MemoryDump:
+    """A memory region of a device: ``length`` bytes at ``address``, from ``file`` at ``offset``."""
+
+    file: PurePosixPath
+    address: int
+    offset: int
+    length: int | None
+    space: str
+    path: str
+    line: int
+
+
+@dataclass
+class Device:
+    """A device of the snapshot: a core, a trace source, or a memory space."""
+
+    name: str
+    device_class: str
+    device_type: str
+    location: str
+    path: str
+    registers: dict[str, Register] = field(default_factory=dict)
+    dumps: list[MemoryDump] = field(default_factory=list)
+
+    @property
+    def protocol(self) -> str:
+        """The trace protocol name of a trace source, without its version: ``ETM4``, ``PTM``..."""
+        return self.device_type.split(".", 1)[0].strip().upper()
+
+    def register(self, name: str) -> Register | None:
+        """The register named ``name`` (case-insensitive), if present."""
+        return self.registers.get(name.upper())
+
+    def reg(self, name: str, default: int | None = None) -> int | None:
+        """The value of register ``name``, or ``default`` when it is absent."""
+        r = self.register(name)
+        return default if r is None else r.value
+
+    def require(self, name: str) -> int:
+        """The value of register ``name``; a located error when it is absent."""
+        r = self.register(name)
+        if r is None:
+            raise SnapshotError(
+                f"register {name} is required to decode {self.device_type} trace "
+                f"of device {self.name!r}",
+                path=self.path,
+            )
+        return r.value
+
+
+@dataclass(frozen=True)
+class TraceBuffer:
+    """A trace buffer of ``trace.ini``: its name, files and data format."""
+
+    key: str
+    name: str
+    files: tuple[PurePosixPath, ...]
+    format: str
+    path: str
+    line: int
+
+
+@dataclass(frozen=True)
+class TraceSource:
+    """A trace source device feeding a buffer, with the core it traces (if any)."""
+
+    device: Device
+    core: Device | None
+
+
+@dataclass
+class Snapshot:
+    """A loaded snapshot: devices, buffers and the source/core/buffer associations."""
+
+    tree: FileTree
+    description: str
+    devices: dict[str, Device]
+    buffers: list[TraceBuffer]
+    source_buffers: list[tuple[str, list[str]]]
+    core_sources: list[tuple[str, str]]
+    warnings: list[str] = field(default_factory=list)
+
+    def device(self, name: str) -> Device | None:
+        """The device named ``name`` (exact match first, then case-insensitive)."""
+        dev = self.devices.get(name)
+        if dev is not None:
+            return dev
+        low = name.lower()
+        for key, value in self.devices.items():
+            if key.lower() == low:
+                return value
+        return None
+
+    def buffer(self, name: str) -> TraceBuffer:
+        """The buffer named ``name``; an error listing the valid names otherwise."""
+        for b in self.buffers:
+            if b.name == name:
+                return b
+        valid = ", ".join(b.name for b in self.buffers) or "none"
+        raise SnapshotError(f"no trace buffer named {name!r} (buffers: {valid})")
+
+    def read_buffer(self, buffer: TraceBuffer) -> bytes:
+        """The bytes of a trace buffer: its files concatenated in order."""
+        return b"".join(self.tree.read_bytes(f) for f in buffer.files)
+
+    def core_of(self, source: Device) -> Device | None:
+        """The core traced by a trace source, from ``core_trace_sources``."""
+        for core_name, src in self.core_sources:
+            if src.startswith("@"):
+                if source.location and src[1:].strip() == source.location:
+                    return self.device(core_name)
+            elif src.lower() == source.name.lower():
+                return self.device(core_name)
+        return None
+
+    def sources_for(self, buffer: TraceBuffer) -> list[TraceSource]:
+        """The trace sources whose data is in ``buffer``, ordered by source name."""
+        names: list[str] = []
+        if self.source_buffers:
+            for source, bufs in self.source_buffers:
+                base = source.split("(", 1)[0].strip()
+                if buffer.name in bufs and base not in names:
+                    names.append(base)
+        elif len(self.buffers) == 1:
+            names = [d.name for d in self.devices.values() if d.device_class == "trace_source"]
+        out: list[TraceSource] = []
+        for name in sorted(names):
+            dev = self.device(name)
+            if dev is None:
+                continue
+            out.append(TraceSource(dev, self.core_of(dev)))
+        return out
+
+    def memory_devices(self, core: Device | None) -> list[Device]:
+        """Devices whose dumps describe memory seen by ``core``: the core and memory spaces."""
+        devs = [d for d in self.devices.values() if d.device_class == "memory_space"]
+        return ([core] if core is not None else []) + devs

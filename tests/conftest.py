@@ -1,0 +1,32 @@
+"""Shared test fixtures: where the reference corpus is, and how to find its listings."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def corpus_dir() -> Path | None:
+    """The reference corpus: ``$CSTRACE_CORPUS`` or ``../shared/corpus`` beside the checkout."""
+    env = os.environ.get("CSTRACE_CORPUS")
+    candidates = [Path(env)] if env else []
+    candidates.append(ROOT.parent / "shared" / "corpus")
+    for c in candidates:
+        if (c / "snapshots").is_dir() and (c / "expected").is_dir():
+            return c
+    return None
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    """The corpus folder; skips the test when it is absent."""
+    c = corpus_dir()
+    if c is None:
+        pytest.skip(
+            "reference corpus not found: set CSTRACE_CORPUS or place it at ../shared/corpus"
+        )
+    return c

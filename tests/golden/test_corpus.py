@@ -1,0 +1,37 @@
+"""Conformance: every corpus listing is decoded and scored against the reference output.
+
+Listings named in ``EXACT`` must match the reference exactly (elements, and all
+expected packet lines kept); a regression fails. The others are decoded too: they
+must not raise, and their score is reported. A listing that becomes exact without
+being in ``EXACT`` fails as well, so that the list is kept up to date.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import corpus_dir
+from tests.golden.corpus import expected_names, listing
+from tests.golden.scoring import read_listing, score
+
+# Listings that must be exact today.
+EXACT: set[str] = set()
+
+_CORPUS = corpus_dir()
+NAMES = expected_names(_CORPUS) if _CORPUS is not None else ["<corpus absent>"]
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", NAMES)
+def test_corpus_listing(corpus: Path, name: str) -> None:
+    actual = listing(corpus, name)
+    expected = read_listing(corpus / "expected" / f"{name}.ppl.xz")
+    s = score(expected, actual)
+    if name in EXACT:
+        assert s.exact and s.packets_complete, f"{name}: {s.summary()}\n{s.first_diff}"
+    else:
+        assert not (s.exact and s.packets_complete and s.elem_exp > 0), (
+            f"{name} is now exact ({s.summary()}): add it to EXACT"
+        )
