@@ -60,7 +60,14 @@ class MemoryRegion:
 
 
 class MemoryMap:
-    """A set of memory regions; reads return bytes, or fewer/none where nothing is mapped."""
+    """A set of memory regions; reads return bytes, or fewer/none where nothing is mapped.
+
+    The interface the program-flow decoders use (any code memory provides it):
+    ``find(address, space)``, ``read(address, size, space)``, ``set_context(ctxid, vmid)``
+    (called when the traced context changes) and ``generation``, a number that
+    changes whenever what ``find`` would return may have changed (so caches of
+    decoded code can be dropped).
+    """
 
     def __init__(self, regions: list[MemoryRegion] | None = None) -> None:
         self.regions: list[MemoryRegion] = []
@@ -98,6 +105,9 @@ class MemoryMap:
             return b""
         off = address - r.start
         return r.data[off : off + size]
+
+    def set_context(self, context_id: int | None, vmid: int | None = None) -> None:
+        """Select the address space of a context; a static map has only one, so no-op."""
 
     def __len__(self) -> int:
         return len(self.regions)
