@@ -1,0 +1,56 @@
+"""Instruction classification and code walking for A64, A32 and T32.
+
+Input: opcodes (or code bytes mapped at an address), the instruction set and
+the classification options of the traced PE. Output: what the program-flow
+decoders (ETMv4/ETE, PTM, ETMv3) need: whether an instruction is a waypoint,
+its type and sub-type as the reference decoder prints them, its size, whether
+it is conditional or a call, its direct branch target and the ISA after it; and
+fast walks of code to the next waypoint, with a block cache.
+
+Typical use in a decoder::
+
+    from cstrace.isa import BlockCache, IsaOptions, StopReason, arch_profile
+
+    arch, profile = arch_profile(core_name)
+    opts = IsaOptions(arch, profile, wfi_wfe_branch=True)
+    blocks = BlockCache(memory)          # dropped when memory.generation changes
+    region = memory.find(address, space)
+    scan = blocks.scan(region.data, region.start, address, isa, opts)
+    match scan.reason:
+        case StopReason.WAYPOINT:
+            info = scan.last              # InstrInfo: itype, target, is_link...
+        case StopReason.NO_BYTES:
+            ...                           # continue in the next region, or ADDR_NACC
+
+Classification follows the Arm ARM encodings and replicates the reference
+decoder's (OpenCSD's) choices; see :mod:`cstrace.isa.a64`,
+:mod:`cstrace.isa.a32` and :mod:`cstrace.isa.t32`.
+"""
+
+from __future__ import annotations
+
+from cstrace.isa.cores import CORES, arch_profile, lookup
+from cstrace.isa.decode import classify, decode, decode_at, read_opcode
+from cstrace.isa.scan import BlockCache, scan_to_address, scan_to_waypoint
+from cstrace.isa.t32 import is_wide
+from cstrace.isa.types import ArchVersion, InstrInfo, IsaOptions, Profile, Scan, StopReason
+
+__all__ = [
+    "CORES",
+    "ArchVersion",
+    "BlockCache",
+    "InstrInfo",
+    "IsaOptions",
+    "Profile",
+    "Scan",
+    "StopReason",
+    "arch_profile",
+    "classify",
+    "decode",
+    "decode_at",
+    "is_wide",
+    "lookup",
+    "read_opcode",
+    "scan_to_address",
+    "scan_to_waypoint",
+]

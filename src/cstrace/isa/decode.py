@@ -1,0 +1,132 @@
+"""Classify one instruction: the public ``decode`` and its per-opcode caches.
+
+Input: an ISA, the instruction's address, its opcode (or the code bytes it is
+read from) and :class:`~cstrace.isa.types.IsaOptions`. Output: an
+:class:`~cstrace.isa.types.InstrInfo`.
+
+The classification of an opcode does not depend on its address, so it is
+computed once per (ISA, options, opcode) and kept in a dictionary; only the
+branch target is computed per call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from cstrace.elements import InstrSubtype, InstrType, Isa
+from cstrace.isa.a32 import classify_a32
+from cstrace.isa.a64 import classify_a64
+from cstrace.isa.cls import Cls
+from cstrace.isa.t32 import classify_t32, is_wide
+from cstrace.isa.types import InstrInfo, IsaOptions
+
+__all__ = ["Buffer", "classify", "decode", "decode_at", "info_from_cls", "read_opcode"]
+
+Buffer = bytes | bytearray | memoryview
+"""A code object: anything indexable by byte offset."""
+
+_MASK32 = 0xFFFFFFFF
+_MASK64 = (1 << 64) - 1
+_CLS_KEY_MASK = 0xF  # the options bits that change the classification of an opcode
+
+_CACHES: dict[tuple[int, int], dict[int, Cls]] = {}
+
+
+def _classifier(isa: Isa, key: int) -> Callable[[int], Cls]:
+    level = key & 3
+    dsb = bool(key & 4)
+    wfi = bool(key & 8)
+    if isa == Isa.A64:
+        return lambda w: classify_a64(w, level, dsb, wfi)
+    if isa == Isa.A32:
+        return lambda w: classify_a32(w, dsb, wfi)
+    if isa == Isa.T32:
+        return lambda w: classify_t32(w, dsb, wfi)
+    raise ValueError(f"instructions of ISA {isa!r} cannot be classified")
+
+
+def cls_cache(isa: Isa, opts: IsaOptions) -> tuple[dict[int, Cls], Callable[[int], Cls]]:
+    """The opcode → :data:`Cls` cache for ``isa`` and ``opts``, and the classifier."""
+    key = opts.key & _CLS_KEY_MASK
+    ck = (int(isa), key)
+    cache = _CACHES.get(ck)
+    if cache is None:
+        cache = _CACHES[ck] = {}
+    return cache, _classifier(isa, key)
+
+
+def classify(isa: Isa, opcode: int, opts: IsaOptions) -> Cls:
+    """The cached classification record of ``opcode`` (see :mod:`cstrace.isa.cls`)."""
+    cache, fn = cls_cache(isa, opts)
+    if isa == Isa.T32 and not is_wide(opcode >> 16):
+        opcode &= 0xFFFF0000  # the second halfword is not part of a 16-bit instruction
+    c = cache.get(opcode)
+    if c is None:
+        c = cache[opcode] = fn(opcode)
+    return c
+
+
+def info_from_cls(isa: Isa, address: int, opcode: int, c: Cls) -> InstrInfo:
+    """Build the :class:`InstrInfo` of the instruction at ``address`` from its record."""
+    size, itype, subtype, is_cond, is_link, rel, align, switch, it_count = c
+    target = None
+    next_isa = isa
+    if rel is not None:
+        if isa == Isa.A64:
+            target = (address + rel) & _MASK64
+        else:
+            target = ((address & align) + rel) & _MASK32 & ~1
+        if switch:
+            next_isa = Isa.T32 if isa == Isa.A32 else Isa.A32
+    return InstrInfo(
+        isa,
+        address,
+        opcode,
+        size,
+        InstrType(itype),
+        InstrSubtype(subtype),
+        is_cond,
+        is_link,
+        target,
+        next_isa,
+        it_count,
+    )
+
+
+def decode(isa: Isa, address: int, opcode: int, opts: IsaOptions) -> InstrInfo:
+    """Classify the instruction ``opcode`` at ``address`` in instruction set ``isa``.
+
+    ``opcode`` is the 32-bit instruction word for A64 and A32; for T32 it is the
+    first halfword in bits 31:16 and the following halfword in bits 15:0 (the
+    second is ignored when the first is a 16-bit instruction). Raises
+    ``ValueError`` for an ISA that has no instructions to classify (Jazelle,
+    ThumbEE, custom, unknown), as the reference refuses them.
+    """
+    return info_from_cls(isa, address, opcode, classify(isa, opcode & _MASK32, opts))
+
+
+def read_opcode(isa: Isa, code: Buffer, offset: int) -> int | None:
+    """The opcode at byte ``offset`` of ``code`` in :func:`decode`'s convention.
+
+    Reads 4 bytes, little-endian (for T32, two little-endian halfwords), as the
+    reference does for every instruction; ``None`` if fewer than 4 are left.
+    """
+    if offset < 0 or offset + 4 > len(code):
+        return None
+    b = bytes(code[offset : offset + 4])
+    if isa == Isa.T32:
+        return (b[1] << 24) | (b[0] << 16) | (b[3] << 8) | b[2]
+    return int.from_bytes(b, "little")
+
+
+def decode_at(
+    isa: Isa, code: Buffer, base: int, address: int, opts: IsaOptions
+) -> InstrInfo | None:
+    """Classify the instruction at ``address`` of ``code`` (mapped at ``base``).
+
+    ``None`` when fewer than 4 bytes of ``code`` are readable at ``address``.
+    """
+    op = read_opcode(isa, code, address - base)
+    if op is None:
+        return None
+    return decode(isa, address, op, opts)
