@@ -243,23 +243,24 @@ def _t32_scan(
     opts: IsaOptions,
     max_instr: int,
     stop_at: int | None,
+    it_state: int = 0,
 ) -> Scan:
     """Walk T32 code halfword by halfword (also serves :func:`scan_to_address`)."""
     isa = Isa.T32
     off = start - base
     nhw = (len(code) - off) // 2 if off >= 0 else 0
+    track_it = opts.track_it_block
+    it_left = it_state if track_it else 0
     if nhw < 2:
-        return Scan(isa, start, start, 0, None, StopReason.NO_BYTES)
+        return Scan(isa, start, start, 0, None, StopReason.NO_BYTES, it_left)
     hws = _halfwords(code, off, nhw)
     cache, fn = cls_cache(isa, opts)
     kind = _T32_KIND_B
-    track_it = opts.track_it_block
     to_addr = stop_at is not None
     stop_i = -1 if stop_at is None else stop_at - start  # in bytes from start
     limit = max_instr if max_instr > 0 else -1
     i = 0  # halfword index
     count = 0
-    it_left = 0
     last_i = 0
     last_cond_it = False
     reason = StopReason.NO_BYTES
@@ -297,7 +298,7 @@ def _t32_scan(
             reason = StopReason.ADDRESS
             break
     if count == 0:
-        return Scan(isa, start, start, 0, None, StopReason.NO_BYTES)
+        return Scan(isa, start, start, 0, None, StopReason.NO_BYTES, it_left)
     h = hws[last_i]
     w = (h << 16) | hws[last_i + 1]
     key = w if is_wide(h) else h << 16
@@ -305,9 +306,9 @@ def _t32_scan(
     if c is None:
         c = cache[key] = fn(key)
     info = info_from_cls(isa, start + 2 * last_i, w, c)
-    if track_it and last_cond_it:
+    if last_cond_it:
         info.is_cond = True
-    return Scan(isa, start, start + 2 * i, count, info, reason)
+    return Scan(isa, start, start + 2 * i, count, info, reason, it_left)
 
 
 def _fixed_to_address(
@@ -336,7 +337,13 @@ def _fixed_to_address(
 
 
 def scan_to_waypoint(
-    code: Buffer, base: int, start: int, isa: Isa, opts: IsaOptions, max_instr: int = 0
+    code: Buffer,
+    base: int,
+    start: int,
+    isa: Isa,
+    opts: IsaOptions,
+    max_instr: int = 0,
+    it_state: int = 0,
 ) -> Scan:
     """Walk from ``start`` to the first waypoint (inclusive).
 
@@ -346,9 +353,13 @@ def scan_to_waypoint(
     instruction gives ``WAYPOINT``), or when fewer than 4 bytes are left at the
     next address (``NO_BYTES``; ``count`` may then be 0). Raises ``ValueError``
     for an ISA other than A64, A32 and T32.
+
+    T32 with ``opts.track_it_block``: ``it_state`` is the number of instructions
+    of an IT block still to come at ``start`` (``Scan.it_state`` the number
+    left after the walk); an instruction inside an IT block is conditional.
     """
     if isa == Isa.T32:
-        return _t32_scan(code, base, start, opts, max_instr, None)
+        return _t32_scan(code, base, start, opts, max_instr, None, it_state)
     if isa == Isa.A64 or isa == Isa.A32:
         return _fixed_scan(code, base, start, isa, opts, max_instr)
     raise ValueError(f"instructions of ISA {isa!r} cannot be walked")
@@ -362,6 +373,7 @@ def scan_to_address(
     opts: IsaOptions,
     stop_at: int,
     max_instr: int = 0,
+    it_state: int = 0,
 ) -> Scan:
     """Walk from ``start``, through waypoints, until the next address is ``stop_at``.
 
@@ -372,7 +384,7 @@ def scan_to_address(
     ``code`` (``stop_at`` not reached: behind ``start``, or beyond the code).
     """
     if isa == Isa.T32:
-        return _t32_scan(code, base, start, opts, max_instr, stop_at)
+        return _t32_scan(code, base, start, opts, max_instr, stop_at, it_state)
     if isa == Isa.A64 or isa == Isa.A32:
         return _fixed_to_address(code, base, start, isa, opts, stop_at, max_instr)
     raise ValueError(f"instructions of ISA {isa!r} cannot be walked")
@@ -416,13 +428,14 @@ class BlockCache:
         isa: Isa,
         opts: IsaOptions,
         max_instr: int = 0,
+        it_state: int = 0,
     ) -> Scan:
         """:func:`scan_to_waypoint`, remembered."""
         mem = self._memory
         if mem is not None and mem.generation != self._generation:
             self._generation = mem.generation
             self.clear()
-        key = (start, isa, max_instr, opts.key, id(code), base)
+        key = (start, isa, max_instr | (it_state << 40), opts.key, id(code), base)
         s = self._blocks.get(key)
         if s is not None:
             self.hits += 1
@@ -432,6 +445,6 @@ class BlockCache:
             self.clear()
         # Pin the code object: while it is cached, its id cannot be reused.
         self._codes[id(code)] = code
-        s = scan_to_waypoint(code, base, start, isa, opts, max_instr)
+        s = scan_to_waypoint(code, base, start, isa, opts, max_instr, it_state)
         self._blocks[key] = s
         return s

@@ -246,12 +246,13 @@ class Scan:
     ``start``: address of the first instruction; ``end``: address after the
     last one walked; ``count``: instructions walked (0 when the first opcode is
     not readable); ``last``: the last instruction (``None`` when ``count`` is 0);
-    ``reason``: a :class:`StopReason`.
+    ``reason``: a :class:`StopReason`; ``it_state``: T32 with IT tracking, the
+    number of instructions of an IT block still to come at ``end`` (else 0).
 
     Scans may be shared through a block cache: treat them as read-only.
     """
 
-    __slots__ = ("count", "end", "isa", "last", "reason", "start")
+    __slots__ = ("count", "end", "isa", "it_state", "last", "reason", "start")
 
     def __init__(
         self,
@@ -261,6 +262,7 @@ class Scan:
         count: int,
         last: InstrInfo | None,
         reason: StopReason,
+        it_state: int = 0,
     ) -> None:
         self.isa = isa
         self.start = start
@@ -268,6 +270,7 @@ class Scan:
         self.count = count
         self.last = last
         self.reason = reason
+        self.it_state = it_state
 
     @property
     def last_address(self) -> int | None:
