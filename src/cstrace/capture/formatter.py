@@ -35,6 +35,8 @@ _NO_ID = -1
 # 9 = not a data byte.
 _OWNER_IN = 8
 _OWNER_NONE = 9
+# Highest set bit of a byte (the last ID slot of a frame), -1 for 0.
+_HIGHEST = np.array([b.bit_length() - 1 for b in range(256)], dtype=np.int8)
 
 
 @dataclass(frozen=True)
@@ -56,138 +58,253 @@ class Demux:
     """False when a fatal framing error stopped demultiplexing before the end."""
 
 
-def _template(is_id: int, change: int, flags: int) -> tuple[list[int], list[int]]:
-    """Owner code and index offset of frame positions 0..14, simulating the formatter."""
-    owner = [_OWNER_NONE] * 15
-    offset = [0] * 15
-    cur = _OWNER_IN
-    start = 0
-    count = 0
-    for i in range(0, 14, 2):
-        s = i >> 1
-        prev_and_change = False
-        if (is_id >> s) & 1:
-            if (change >> s) & 1:
-                prev_and_change = bool((flags >> s) & 1)
-                if prev_and_change:
-                    owner[i + 1] = cur
-                    offset[i + 1] = start + count
-                    count += 1
-                cur = s
-                if count > 0:
-                    start = i
-                    count = 0
-        else:
-            owner[i] = cur
-            offset[i] = start + count
+class _Layout:
+    """How one frame layout distributes its 15 bytes: per position and per run."""
+
+    __slots__ = ("owner", "run_len", "run_off", "run_owner")
+
+    def __init__(self, is_id: int, change: int, flags: int) -> None:
+        # Owner code per position (0..7: the ID in slot k; 8: the ID at frame start;
+        # 9: not a data byte); runs in order: owner code, index offset, byte count.
+        self.owner = [_OWNER_NONE] * 15
+        self.run_owner: list[int] = []
+        self.run_off: list[int] = []
+        self.run_len: list[int] = []
+        cur = _OWNER_IN
+        run_start = 0
+        count = 0
+        run_open = False
+
+        def put(pos: int, who: int) -> None:
+            nonlocal count, run_open
+            self.owner[pos] = who
+            if not run_open:
+                self.run_owner.append(who)
+                self.run_off.append(run_start + count)
+                self.run_len.append(0)
+                run_open = True
+            self.run_len[-1] += 1
             count += 1
-        if not prev_and_change:
-            owner[i + 1] = cur
-            offset[i + 1] = start + count
-            count += 1
-    if (is_id >> 7) & 1:
-        pass  # an ID in byte 14 only sets the ID for the next frame
-    else:
-        owner[14] = cur
-        offset[14] = start + count
-    return owner, offset
+
+        for i in range(0, 14, 2):
+            s = i >> 1
+            prev_and_change = False
+            if (is_id >> s) & 1:
+                if (change >> s) & 1:
+                    prev_and_change = bool((flags >> s) & 1)
+                    if prev_and_change:
+                        put(i + 1, cur)
+                    cur = s
+                    if count > 0:
+                        run_start = i
+                        count = 0
+                    run_open = False
+            else:
+                put(i, cur)
+            if not prev_and_change:
+                put(i + 1, cur)
+        if not (is_id >> 7) & 1:
+            put(14, cur)  # an ID in byte 14 only sets the ID for the next frame
+
+
+_M16 = np.uint64(0x0001000100010001)
+# Flag byte -> its 8 bits spread onto bytes 0,2,4,6 (low word) and 8,10,12,14 (high word).
+_SPREAD_LO = np.array(
+    [sum(((f >> k) & 1) << (16 * k) for k in range(4)) for f in range(256)], dtype=np.uint64
+)
+_SPREAD_HI = np.array(
+    [sum(((f >> (k + 4)) & 1) << (16 * k) for k in range(4)) for f in range(256)], dtype=np.uint64
+)
+_MAX_RUNS = 8
+
+
+def _id_bits(word: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """Bit 0 of bytes 0, 2, 4, 6 of each little-endian word, packed into bits 0..3."""
+    x = word & _M16
+    x |= x >> np.uint64(15)
+    x |= x >> np.uint64(30)
+    x &= np.uint64(0xF)
+    return x
 
 
 class _Unpacker:
-    """Stateful frame unpacker: carries the current ID from one block to the next."""
+    """Stateful frame unpacker: carries the current ID from one block to the next.
+
+    Frames without ID bytes (most frames of real captures) take a fast path: all
+    15 bytes belong to the ID current at the frame start, as one run. Frames with
+    ID bytes are resolved slot by slot and through a per-layout template.
+    """
+
+    # Layout key: ID slots (8 bits), changing ID slots 0..6 (7 bits), flag bits of
+    # changing ID slots 0..6 (7 bits).
+    _KEY_BITS = 22
 
     def __init__(self) -> None:
         self.current_id = _NO_ID
-        self.templates: dict[int, int] = {}
-        self.t_owner: list[list[int]] = []
-        self.t_offset: list[list[int]] = []
-        self.parts: dict[int, list[tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]]] = {}
-        # Value-bit patterns: data value = byte | flag bit for even positions.
-        self._even = np.arange(0, 15, 2)
+        self.key_table: npt.NDArray[np.intp] | None = None
+        self.t_owner = np.zeros((0, 15), dtype=np.intp)
+        self.t_run_owner = np.zeros((0, _MAX_RUNS), dtype=np.intp)
+        self.t_run_off = np.zeros((0, _MAX_RUNS), dtype=np.int8)
+        self.t_run_len = np.zeros((0, _MAX_RUNS), dtype=np.int8)
+        # Per trace ID: data arrays, and run start positions/capture indices.
+        self.values: dict[int, list[npt.NDArray[np.uint8]]] = {}
+        self.run_pos: dict[int, list[npt.NDArray[np.int64]]] = {}
+        self.run_idx: dict[int, list[npt.NDArray[np.int64]]] = {}
+        self.length: dict[int, int] = {}
 
-    def _template_ids(self, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        uniq, inverse = np.unique(keys, return_inverse=True)
-        ids = np.empty(len(uniq), dtype=np.int64)
-        for n, key in enumerate(uniq.tolist()):
-            tid = self.templates.get(key)
-            if tid is None:
-                owner, offset = _template(key & 0xFF, (key >> 8) & 0xFF, (key >> 16) & 0xFF)
-                tid = len(self.t_owner)
-                self.templates[key] = tid
-                self.t_owner.append(owner)
-                self.t_offset.append(offset)
-            ids[n] = tid
-        return ids[inverse.reshape(-1)]
+    def _template_ids(self, keys: npt.NDArray[np.int32]) -> npt.NDArray[np.intp]:
+        if self.key_table is None:
+            self.key_table = np.full(1 << self._KEY_BITS, -1, dtype=np.intp)
+        table = self.key_table
+        tids = table[keys]
+        missing = tids < 0
+        if missing.any():
+            layouts: list[_Layout] = []
+            first = self.t_owner.shape[0]
+            for key in np.unique(keys[missing]).tolist():
+                table[key] = first + len(layouts)
+                layouts.append(_Layout(key & 0xFF, (key >> 8) & 0x7F, (key >> 15) & 0x7F))
+            pad = _MAX_RUNS
+
+            def runs(get: str, fill: int) -> list[list[int]]:
+                rows = []
+                for lay in layouts:
+                    row: list[int] = getattr(lay, get)
+                    rows.append(row + [fill] * (pad - len(row)))
+                return rows
+
+            self.t_owner = np.concatenate(
+                (self.t_owner, np.array([lay.owner for lay in layouts], dtype=np.intp))
+            )
+            self.t_run_owner = np.concatenate(
+                (self.t_run_owner, np.array(runs("run_owner", _OWNER_NONE), dtype=np.intp))
+            )
+            self.t_run_off = np.concatenate(
+                (self.t_run_off, np.array(runs("run_off", 0), dtype=np.int8))
+            )
+            self.t_run_len = np.concatenate(
+                (self.t_run_len, np.array(runs("run_len", 0), dtype=np.int8))
+            )
+            tids = table[keys]
+        return tids
 
     def feed(self, frames: npt.NDArray[np.uint8], sof: npt.NDArray[np.int64]) -> None:
         """Unpack ``frames`` (n x 16), whose first bytes are at capture indices ``sof``."""
         n = frames.shape[0]
         if n == 0:
             return
-        slots = frames[:, 0:15:2]  # n x 8: positions 0,2,...,14
-        is_id = (slots & 1).astype(bool)
-        idval = (slots >> 1).astype(np.int64)
-        flat_is_id = is_id.ravel()
-        positions = np.where(flat_is_id, np.arange(n * 8), -1)
-        np.maximum.accumulate(positions, out=positions)
-        flat_val = idval.ravel()
-        cur_after = np.where(positions >= 0, flat_val[np.maximum(positions, 0)], self.current_id)
-        prev_before = np.empty_like(cur_after)
-        prev_before[0] = self.current_id
-        prev_before[1:] = cur_after[:-1]
-        change = flat_is_id & (flat_val != prev_before)
-        cur_in = prev_before.reshape(n, 8)[:, 0]
-        self.current_id = int(cur_after[-1])
+        frames = np.ascontiguousarray(frames)
+        words = frames.view("<u8")  # n x 2
+        id_mask = (_id_bits(words[:, 0]) | (_id_bits(words[:, 1]) << np.uint64(4))).astype(np.uint8)
+        general = np.flatnonzero(id_mask)
+        g_frames = frames[general]
+        g_slots = g_frames[:, 0:15:2]
+        g_is_id = (g_slots & 1).astype(bool)
+        g_val = (g_slots >> 1).astype(np.int16)
 
-        weights = (1 << np.arange(8)).astype(np.int64)
-        id_mask = (is_id.astype(np.int64) * weights).sum(axis=1)
-        change_mask = (change.reshape(n, 8).astype(np.int64) * weights).sum(axis=1)
-        flags = frames[:, 15].astype(np.int64)
-        keys = id_mask | (change_mask << 8) | (flags << 16)
-        tids = self._template_ids(keys)
+        # The ID current at each frame start: forward-fill the last ID of each frame.
+        last_slot = _HIGHEST[id_mask[general]].astype(np.intp)
+        last_id = g_val[np.arange(general.size), last_slot]
+        has = np.full(n, -1, dtype=np.int64)
+        has[general] = np.arange(general.size)
+        np.maximum.accumulate(has, out=has)
+        cur_in = np.full(n, self.current_id, dtype=np.int16)
+        if n > 1:
+            prev = has[:-1]
+            cur_in[1:] = np.where(prev >= 0, last_id[np.maximum(prev, 0)], self.current_id)
+        if general.size:
+            self.current_id = int(last_id[-1])
 
-        t_owner = np.array(self.t_owner, dtype=np.int64)[tids]  # n x 15
-        t_offset = np.array(self.t_offset, dtype=np.int64)[tids]
-        id_table = np.empty((n, 10), dtype=np.int64)
-        id_table[:, :8] = idval
-        id_table[:, _OWNER_IN] = cur_in
-        id_table[:, _OWNER_NONE] = _NO_ID
-        owners = np.take_along_axis(id_table, t_owner, axis=1)
+        # Data values: even bytes take bit 0 from the flag byte.
+        flags = frames[:, 15]
+        vwords = words.copy()
+        vwords[:, 0] |= _SPREAD_LO[flags]
+        vwords[:, 1] |= _SPREAD_HI[flags]
+        values = vwords.view(np.uint8).reshape(n, 16)
 
-        values = frames[:, :15].copy()
-        flag_bits = ((frames[:, 15:16] >> np.arange(8, dtype=np.uint8)) & 1).astype(np.uint8)
-        values[:, 0:15:2] |= flag_bits
-        idx = sof[:, None] + t_offset
+        # Owner of each byte (-1: none) and runs (max 8 per frame, in frame order):
+        # owner, index offset in the frame, length. Plain frames: one run of 15.
+        owners = np.empty((n, 16), dtype=np.int8)
+        owners[:, :15] = cur_in[:, None]
+        owners[:, 15] = _NO_ID
+        run_owner = np.full((n, _MAX_RUNS), _NO_ID, dtype=np.int8)
+        run_owner[:, 0] = cur_in
+        run_len = np.zeros((n, _MAX_RUNS), dtype=np.int8)
+        run_len[:, 0] = 15
+        run_off = np.zeros((n, _MAX_RUNS), dtype=np.int8)
+        if general.size:
+            # Slot by slot: the ID before and after each slot, and which slots change it.
+            g = general.size
+            before = np.empty((g, 8), dtype=np.int8)
+            after = np.empty((g, 8), dtype=np.int8)
+            change = np.empty((g, 8), dtype=bool)
+            cur = cur_in[general].astype(np.int8)
+            g_val8 = g_val.astype(np.int8)
+            for k in range(8):
+                idk = g_is_id[:, k]
+                before[:, k] = cur
+                change[:, k] = idk & (g_val8[:, k] != cur)
+                cur = np.where(idk, g_val8[:, k], cur)
+                after[:, k] = cur
+            g_flags = flags[general]
+            flag_bits = ((g_flags[:, None] >> np.arange(8, dtype=np.uint8)) & 1).astype(bool)
+            # Even byte 2k: the ID before slot k (none if it is an ID byte). Odd byte
+            # 2k+1: the ID after slot k, or the one before when slot k changed the ID
+            # with its flag bit set.
+            g_own = np.empty((g, 15), dtype=np.int8)
+            g_own[:, 0:15:2] = np.where(g_is_id, np.int8(_NO_ID), before)
+            keep_old = change[:, :7] & flag_bits[:, :7]
+            g_own[:, 1:15:2] = np.where(keep_old, before[:, :7], after[:, :7])
+            owners[general, :15] = g_own
+            # Run layout (index offsets) from the per-layout template.
+            change_mask = np.packbits(change, axis=1, bitorder="little")[:, 0].astype(np.int32)
+            change_mask &= 0x7F
+            flag_sel = g_flags.astype(np.int32) & change_mask
+            keys = id_mask[general].astype(np.int32) | (change_mask << 8) | (flag_sel << 15)
+            tids = self._template_ids(keys)
+            id_table = np.empty((g, 10), dtype=np.int8)
+            id_table[:, :8] = g_val8
+            id_table[:, _OWNER_IN] = cur_in[general]
+            id_table[:, _OWNER_NONE] = _NO_ID
+            run_owner[general] = np.take_along_axis(id_table, self.t_run_owner[tids], axis=1)
+            run_len[general] = self.t_run_len[tids]
+            run_off[general] = self.t_run_off[tids]
 
-        keep = owners.ravel() >= 0
-        owners_k = owners.ravel()[keep]
-        values_k = values.ravel()[keep]
-        idx_k = idx.ravel()[keep]
-        if owners_k.size == 0:
-            return
-        order = np.argsort(owners_k, kind="stable")
-        owners_s = owners_k[order]
-        bounds = np.flatnonzero(np.diff(owners_s)) + 1
-        starts = np.concatenate(([0], bounds))
-        ends = np.concatenate((bounds, [owners_s.size]))
-        values_s = values_k[order]
-        idx_s = idx_k[order]
-        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
-            tid = int(owners_s[a])
-            self.parts.setdefault(tid, []).append((values_s[a:b], idx_s[a:b]))
+        seen = np.bincount(cur_in.astype(np.intp) + 1, minlength=129)[1:]
+        if general.size:
+            seen[:128] += np.bincount(g_val[g_is_id], minlength=128)
+        # All runs of the block in frame order, then each ID's share of them.
+        run_at = np.flatnonzero(run_owner.ravel() >= 0)
+        run_who = run_owner.ravel()[run_at]
+        run_rows = run_at >> 3
+        run_lengths = run_len.ravel()[run_at].astype(np.int64)
+        run_index = sof[run_rows] + run_off.ravel()[run_at]
+        owners_flat = owners.ravel()
+        values_flat = values.ravel()
+        for tid in np.flatnonzero(seen).tolist():
+            mine = np.flatnonzero(run_who == tid)
+            if mine.size == 0:
+                continue
+            lengths = run_lengths[mine]
+            vals = values_flat[owners_flat == tid]
+            base = self.length.get(tid, 0)
+            positions = np.empty(lengths.size, dtype=np.int64)
+            positions[0] = base
+            np.cumsum(lengths[:-1], out=positions[1:])
+            positions[1:] += base
+            self.values.setdefault(tid, []).append(vals)
+            self.run_pos.setdefault(tid, []).append(positions)
+            self.run_idx.setdefault(tid, []).append(run_index[mine])
+            self.length[tid] = base + vals.size
 
     def streams(self) -> dict[int, Stream]:
+        """The streams of all trace IDs seen so far."""
         out: dict[int, Stream] = {}
-        for tid, parts in sorted(self.parts.items()):
-            data = np.concatenate([p[0] for p in parts])
-            idx = np.concatenate([p[1] for p in parts])
-            if idx.size:
-                brk = np.flatnonzero(np.diff(idx) != 1) + 1
-                run_pos = np.concatenate(([0], brk)).astype(np.int64)
-            else:
-                run_pos = np.zeros(1, dtype=np.int64)
-            run_idx = idx[run_pos] if idx.size else np.zeros(1, dtype=np.int64)
-            out[tid] = Stream(tid, data.tobytes(), run_pos, run_idx.astype(np.int64))
+        for tid in sorted(self.values):
+            data = np.concatenate(self.values[tid]).tobytes()
+            run_pos = np.concatenate(self.run_pos[tid]).astype(np.int64)
+            run_idx = np.concatenate(self.run_idx[tid]).astype(np.int64)
+            out[tid] = Stream(tid, data, run_pos, run_idx)
         return out
 
 

@@ -1,0 +1,190 @@
+"""The frame deformatter: hand-made frames, and the vectorised unpacker against a plain model."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cstrace.capture import demux
+from cstrace.capture.formatter import demux_frames
+
+
+def model_demux(data: bytes, sofs: list[int] | None = None) -> dict[int, list[tuple[int, int]]]:
+    """One frame at a time, byte by byte: (index, value) of every data byte per trace ID.
+
+    A straightforward model of the formatter rules: an even byte with bit 0 set is an
+    ID; a changed ID whose flag bit is set lets the next byte still belong to the old
+    ID; data runs start at the frame start or at the ID byte that started them.
+    """
+    out: dict[int, list[tuple[int, int]]] = {}
+    cur = -1
+    nframes = len(data) // 16
+    for n in range(nframes):
+        f = data[16 * n : 16 * n + 16]
+        sof = sofs[n] if sofs is not None else 16 * n
+        flags = f[15]
+        run_id = cur
+        run_idx = sof
+        run_len = 0
+
+        def put(owner: int, value: int, start: int) -> None:
+            nonlocal run_len
+            if owner >= 0:
+                out.setdefault(owner, []).append((start + run_len, value))
+            run_len += 1
+
+        for i in range(0, 14, 2):
+            flag = (flags >> (i // 2)) & 1
+            prev_and_change = False
+            if f[i] & 1:
+                new = f[i] >> 1
+                if new != cur:
+                    prev_and_change = bool(flag)
+                    if prev_and_change:
+                        put(run_id, f[i + 1], run_idx)
+                    cur = new
+                    if run_len > 0:
+                        run_idx = sof + i
+                        run_len = 0
+                    run_id = cur
+            else:
+                put(run_id, f[i] | flag, run_idx)
+            if not prev_and_change:
+                put(run_id, f[i + 1], run_idx)
+        if f[14] & 1:
+            cur = f[14] >> 1
+        else:
+            put(run_id, f[14] | ((flags >> 7) & 1), run_idx)
+    return out
+
+
+def flatten(data: bytes) -> dict[int, list[tuple[int, int]]]:
+    result = demux_frames(data)
+    out: dict[int, list[tuple[int, int]]] = {}
+    for tid, stream in result.streams.items():
+        offs = stream.offsets().tolist()
+        out[tid] = list(zip(offs, stream.data, strict=True))
+    return out
+
+
+def frame(ids_and_data: list[int], flags: int = 0) -> bytes:
+    assert len(ids_and_data) == 15
+    return bytes([*ids_and_data, flags])
+
+
+def test_single_id_frame() -> None:
+    # ID 0x10 in byte 0, then 14 data bytes.
+    f = frame([0x21, *range(1, 15)])
+    result = demux(f, "coresight")
+    s = result.streams[0x10]
+    assert s.data == bytes(range(1, 15))
+    assert [s.offset_at(i) for i in range(14)] == list(range(14))
+
+
+def test_id_change_with_flag_keeps_next_byte_for_old_id() -> None:
+    # byte 0: ID 1; bytes 1..3 data; byte 4: ID 2 with flag bit 2 set -> byte 5 is ID 1's.
+    body = [
+        0x03,
+        0xA1,
+        0xA2,
+        0xA3,
+        0x05,
+        0xA5,
+        0xB6,
+        0xB7,
+        0xB8,
+        0xB9,
+        0xBA,
+        0xBB,
+        0xBC,
+        0xBD,
+        0xBE,
+    ]
+    f = frame(body, flags=0b0000_0100)
+    out = flatten(f)
+    assert [v for _, v in out[1]] == [0xA1, 0xA2, 0xA3, 0xA5]
+    assert [v for _, v in out[2]] == [0xB6, 0xB7, 0xB8, 0xB9, 0xBA, 0xBB, 0xBC, 0xBD, 0xBE]
+    # The new run starts at the index of the ID byte (4).
+    assert out[2][0][0] == 4
+
+
+def test_data_bit0_comes_from_flag_byte() -> None:
+    body = [0x03] + [0x10] * 14
+    f = frame(body, flags=0b1000_0010)  # flag for byte 2 and byte 14
+    out = flatten(f)
+    values = [v for _, v in out[1]]
+    assert values[1] == 0x11  # byte 2
+    assert values[-1] == 0x11  # byte 14
+    assert values[0] == 0x10
+
+
+def test_id_carries_over_frames_and_byte14_id() -> None:
+    f1 = frame([0x03, *([0x40] * 13), 0x05])  # byte 14 switches to ID 2 for the next frame
+    f2 = frame([0x42] * 15)
+    out = flatten(f1 + f2)
+    assert len(out[1]) == 13
+    assert len(out[2]) == 15
+    assert out[2][0][0] == 16
+
+
+def test_partial_frame_reported() -> None:
+    result = demux(bytes(20), "coresight")
+    assert result.issues and result.issues[0].offset == 16
+
+
+def test_fsync_stripping_and_fatal_fsync_in_frame() -> None:
+    fsync = b"\xff\xff\xff\x7f"
+    f = frame([0x03, *range(1, 15)])
+    result = demux(fsync + f + fsync + f, "dstream_coresight")
+    assert result.complete
+    s = result.streams[1]
+    assert len(s.data) == 28
+    assert s.offset_at(0) == 4
+    assert s.offset_at(14) == 24
+    bad = fsync + f[:8] + fsync + f
+    result = demux(bad, "dstream_coresight")
+    assert not result.complete
+    assert any("FSYNC inside a frame" in i.message for i in result.issues)
+
+
+def test_hsync_removed_in_tpiu_mode() -> None:
+    fsync = b"\xff\xff\xff\x7f"
+    f = frame([0x03, *range(1, 15)])
+    data = fsync + f[:6] + b"\xff\x7f" + f[6:]
+    result = demux(data, "tpiu")
+    assert result.streams[1].data == bytes(range(1, 15))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=0, max_size=16 * 40))
+def test_vectorised_matches_model(data: bytes) -> None:
+    data = data[: len(data) // 16 * 16]
+    assert flatten(data) == {k: v for k, v in model_demux(data).items() if v}
+
+
+def test_vectorised_matches_model_on_realistic_frames() -> None:
+    rng = random.Random(1234)
+    frames = bytearray()
+    for _ in range(3000):
+        body = []
+        for i in range(15):
+            if i % 2 == 0 and rng.random() < 0.15:
+                body.append((rng.choice([0x10, 0x11, 0x12, 0x20]) << 1) | 1)
+            else:
+                body.append(rng.randrange(256) & (0xFE if i % 2 == 0 else 0xFF))
+        frames += bytes([*body, rng.randrange(256)])
+    data = bytes(frames)
+    assert flatten(data) == model_demux(data)
+
+
+def test_offsets_array_matches_offset_at() -> None:
+    rng = np.random.default_rng(5)
+    data = rng.integers(0, 256, size=16 * 200, dtype=np.uint8).tobytes()
+    for stream in demux(data, "coresight").streams.values():
+        offs = stream.offsets()
+        assert all(stream.offset_at(i) == offs[i] for i in range(0, len(stream), 7))
+        joined = b"".join(chunk for _, chunk in stream.chunks())
+        assert joined == stream.data
