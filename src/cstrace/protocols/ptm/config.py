@@ -1,0 +1,143 @@
+"""PTM (PFT 1.0/1.1) configuration from the trace source's ID and control registers.
+
+Input: a snapshot trace source (``ETMCR``, ``ETMCCER``, ``ETMIDR``,
+``ETMTRACEIDR``, and the traced core's name); output: a :class:`PtmConfig`.
+
+Register fields follow the Program Flow Trace Architecture Specification
+(ARM IHI 0035B), chapter 3, register descriptions (§3.16):
+
+- ETMCR (main control register): bit 8 branch broadcast, bit 12 cycle accurate,
+  bits [15:14] context ID size, bit 28 timestamp enable, bit 29 return stack
+  enable, bit 30 VMID enable.
+- ETMCCER (configuration code extension, §3.16.29): bit 22 timestamps
+  implemented, bit 23 return stack implemented, bit 24 DMB/DSB are waypoints,
+  bit 25 timestamps on DMB/DSB, bit 26 virtualization extensions, bit 28
+  timestamps are natural binary (PFTv1.1), bit 29 64-bit timestamps (PFTv1.1).
+- ETMIDR (ID register): bits [7:4] the minor revision, 0 = PFTv1.0
+  and 1 = PFTv1.1. PFTv1.0 timestamps are always 48-bit and Gray coded.
+- ETMTRACEIDR: bits [6:0] the CoreSight trace ID.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cstrace.protocols.base import DecodeOptions
+from cstrace.snapshot.model import TraceSource
+
+__all__ = ["PtmConfig", "configure"]
+
+# ETMCR bits.
+_CR_BRANCH_BCAST = 1 << 8
+_CR_CYCLE_ACC = 1 << 12
+_CR_TS_ENA = 1 << 28
+_CR_RET_STACK_ENA = 1 << 29
+_CR_VMID_ENA = 1 << 30
+# ETMCCER bits.
+_CCER_TS_IMPL = 1 << 22
+_CCER_RET_STACK_IMPL = 1 << 23
+_CCER_DMSB_WPT = 1 << 24
+_CCER_TS_DMSB = 1 << 25
+_CCER_VIRT_EXT = 1 << 26
+_CCER_TS_BINARY = 1 << 28
+_CCER_TS_64BIT = 1 << 29
+
+_CTXT_ID_BYTES = (0, 1, 2, 4)
+
+# ETMIDR reset value of a PFTv1.1 PTM, used when the snapshot omits the register.
+_DEFAULT_IDR = 0x4100F310
+
+
+@dataclass(frozen=True, slots=True)
+class PtmConfig:
+    """Static PTM configuration: raw registers and the fields the reader and decoder use."""
+
+    trace_id: int
+    etmcr: int = 0
+    etmccer: int = 0
+    etmidr: int = _DEFAULT_IDR
+    core: str = ""
+    """Name of the traced core (``Cortex-A9``...), empty if unknown."""
+
+    @property
+    def minor_rev(self) -> int:
+        """PFT minor revision: 0 for PFTv1.0, 1 for PFTv1.1."""
+        return (self.etmidr >> 4) & 0xF
+
+    @property
+    def cycle_accurate(self) -> bool:
+        """Cycle-accurate tracing: atoms, branches and I-syncs carry cycle counts."""
+        return bool(self.etmcr & _CR_CYCLE_ACC)
+
+    @property
+    def branch_broadcast(self) -> bool:
+        """Branch broadcasting: every taken direct branch also gets an address packet."""
+        return bool(self.etmcr & _CR_BRANCH_BCAST)
+
+    @property
+    def ctxt_id_bytes(self) -> int:
+        """Size in bytes of the context ID field of I-sync and context ID packets."""
+        return _CTXT_ID_BYTES[(self.etmcr >> 14) & 3]
+
+    @property
+    def timestamps(self) -> bool:
+        """Timestamp packets are enabled."""
+        return bool(self.etmcr & _CR_TS_ENA)
+
+    @property
+    def has_timestamps(self) -> bool:
+        """The PTM implements timestamps."""
+        return bool(self.etmccer & _CCER_TS_IMPL)
+
+    @property
+    def ts_64bit(self) -> bool:
+        """Timestamps are 64-bit (PFTv1.1 only; PFTv1.0 timestamps are 48-bit)."""
+        return self.minor_rev != 0 and bool(self.etmccer & _CCER_TS_64BIT)
+
+    @property
+    def ts_binary(self) -> bool:
+        """Timestamps are natural binary (PFTv1.1 only); otherwise Gray coded."""
+        return self.minor_rev != 0 and bool(self.etmccer & _CCER_TS_BINARY)
+
+    @property
+    def has_return_stack(self) -> bool:
+        """The PTM implements a return stack."""
+        return bool(self.etmccer & _CCER_RET_STACK_IMPL)
+
+    @property
+    def return_stack(self) -> bool:
+        """Return stack in use: implemented and enabled, so some returns have no address."""
+        return self.has_return_stack and bool(self.etmcr & _CR_RET_STACK_ENA)
+
+    @property
+    def vmid(self) -> bool:
+        """VMID packets are enabled."""
+        return bool(self.etmcr & _CR_VMID_ENA)
+
+    @property
+    def has_virt_ext(self) -> bool:
+        """The processor implements the virtualization extensions."""
+        return bool(self.etmccer & _CCER_VIRT_EXT)
+
+    @property
+    def dmb_dsb_waypoints(self) -> bool:
+        """DMB and DSB instructions are waypoints."""
+        return bool(self.etmccer & _CCER_DMSB_WPT)
+
+    @property
+    def dmb_dsb_timestamps(self) -> bool:
+        """DMB and DSB instructions generate timestamps."""
+        return bool(self.etmccer & _CCER_TS_DMSB)
+
+
+def configure(source: TraceSource, options: DecodeOptions) -> PtmConfig:
+    """The PTM configuration of a snapshot trace source."""
+    dev = source.device
+    etmidr = dev.reg("ETMIDR", _DEFAULT_IDR)
+    return PtmConfig(
+        trace_id=dev.require("ETMTRACEIDR") & 0x7F,
+        etmcr=dev.require("ETMCR"),
+        etmccer=dev.reg("ETMCCER", 0) or 0,
+        etmidr=_DEFAULT_IDR if etmidr is None else etmidr,
+        core=source.core.device_type if source.core is not None else "",
+    )

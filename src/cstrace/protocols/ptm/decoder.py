@@ -1,0 +1,465 @@
+"""PTM decoder: PTM packets + configuration + code memory → generic trace elements.
+
+Input: the packets of :mod:`cstrace.protocols.ptm.reader`, the
+:class:`~cstrace.protocols.ptm.config.PtmConfig` and a
+:class:`~cstrace.protocols.base.DecodeContext` (the traced core's memory
+images); output: the elements of :mod:`cstrace.elements`.
+
+PTM traces program flow with waypoints (IHI 0035B §2.3): an atom says whether
+the next waypoint instruction (a branch) was taken (E) or not (N); a branch
+address packet gives the target of an indirect branch or an exception; an
+I-sync gives the full address and state. Between waypoints the decoder follows
+the program image: it walks the code from the current address to the next
+waypoint (:mod:`cstrace.isa`), and reports the walked instructions as an
+``INSTR_RANGE``. Walks are cached per memory space: after the first walk of a
+block, an atom costs one dictionary lookup.
+
+The elements reproduce the reference decoder (OpenCSD's PTM decoder) exactly,
+including its choices where the specification leaves room:
+
+- a branch address packet without exception information implies an E atom on
+  the waypoint before it; with exception information it gives an ``EXCEPTION``
+  whose preferred return address is the current address;
+- a waypoint update walks to the instruction at its address (inclusive);
+- with the return stack enabled, an E atom on an indirect branch takes its
+  target from the return stack; a pop from an empty stack stops the decoding
+  of the trace ID, as in the reference;
+- an instruction whose 4 opcode bytes are not all readable ends the walk with
+  an ``ADDR_NACC`` (even a 16-bit Thumb instruction needs 4 bytes);
+- only I-sync packets change the security state used to read code memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from cstrace.elements import (
+    AddrNacc,
+    Element,
+    EoTrace,
+    Event,
+    EventType,
+    Exception_,
+    ExceptionRet,
+    InstrRange,
+    InstrSubtype,
+    InstrType,
+    Isa,
+    MemSpace,
+    NoSync,
+    PEContext,
+    PEContextInfo,
+    SecLevel,
+    TraceOn,
+    TraceOnReason,
+    UnsyncReason,
+)
+from cstrace.elements import Timestamp as TimestampElem
+from cstrace.isa import IsaOptions, arch_profile, decode, read_opcode, scan_to_waypoint
+from cstrace.protocols.base import DecodeContext, Packet
+from cstrace.protocols.ptm.config import PtmConfig
+from cstrace.protocols.ptm.packets import (
+    VMID,
+    ASync,
+    Atom,
+    BadSequence,
+    BranchAddress,
+    ContextID,
+    ExceptionReturn,
+    ISync,
+    ISyncReason,
+    Reserved,
+    Timestamp,
+    Trigger,
+    WaypointUpdate,
+)
+
+__all__ = ["ReturnStack", "iter_elements"]
+
+_ISAS = tuple(Isa)
+_TYPES = tuple(InstrType)
+_SUBTYPES = tuple(InstrSubtype)
+_BR = int(InstrType.BR)
+_BR_IND = int(InstrType.BR_INDIRECT)
+_OTHER = int(InstrType.OTHER)
+_A32 = int(Isa.A32)
+_T32 = int(Isa.T32)
+_TRACE_ON = {
+    ISyncReason.PERIODIC: TraceOnReason.NORMAL,
+    ISyncReason.TRACE_ON: TraceOnReason.NORMAL,
+    ISyncReason.OVERFLOW: TraceOnReason.OVERFLOW,
+    ISyncReason.DEBUG_EXIT: TraceOnReason.EX_DEBUG,
+}
+
+# States of the decoder, as the reference names them.
+_NO_SYNC = 0
+_WAIT_SYNC = 1
+_WAIT_ISYNC = 2
+_DECODE = 3
+
+Block = tuple[bool, int, int, int, int, int, bool, bool, int, int]
+"""A walk: ``(found, count, end, itype, subtype, size, cond, link, target, next_isa)``.
+
+``found``: the walk ended on a waypoint, else at ``end`` whose opcode is not
+readable; ``count``: instructions walked; then the last instruction's type,
+sub-type, size, condition and link flags, direct branch target (0 if none) and
+the ISA after it.
+"""
+
+
+class ReturnStack:
+    """The reference decoder's 16-entry return address stack (PTM return stack option).
+
+    A pop from an empty stack returns no address and leaves the stack
+    "overflowed" (``overflow`` is True), which the decoder treats as fatal.
+    """
+
+    __slots__ = ("active", "count", "entries", "head")
+
+    def __init__(self, active: bool) -> None:
+        self.active = active
+        self.entries: list[tuple[int, int]] = [(0, 0)] * 16
+        self.head = 0
+        self.count = 0
+
+    def push(self, address: int, isa: int) -> None:
+        """Remember a return address (a branch with link was taken)."""
+        if self.active:
+            self.head = (self.head + 1) & 0xF
+            self.entries[self.head] = (address, isa)
+            self.count = min(self.count + 1, 16)
+
+    def pop(self) -> tuple[int, int] | None:
+        """The most recent return address and ISA, or None when empty."""
+        if not self.active:
+            return None
+        out = None
+        if self.count > 0:
+            out = self.entries[self.head]
+            self.head = (self.head - 1) & 0xF
+        self.count -= 1
+        return out
+
+    @property
+    def overflow(self) -> bool:
+        """True after a pop from the empty stack."""
+        return self.count < 0
+
+    def flush(self) -> None:
+        """Forget every entry (on an I-sync)."""
+        self.count = 0
+
+
+class _NoMemory:
+    """Stands in for a missing code memory: nothing is mapped."""
+
+    generation = 0
+
+    def find(self, address: int, space: MemSpace | int = MemSpace.ANY) -> None:
+        """Nothing is mapped."""
+        return None
+
+    def set_context(self, context_id: int | None, vmid: int | None = None) -> None:
+        """No address spaces to select."""
+
+
+class _Walker:
+    """Walks the program image, caching blocks per memory space."""
+
+    def __init__(self, memory: Any, opts: IsaOptions) -> None:
+        self.memory = memory if memory is not None else _NoMemory()
+        self.opts = opts
+        self.generation = self.memory.generation
+        self.caches: dict[int, dict[int, Block]] = {}
+
+    def cache(self, space: int) -> dict[int, Block]:
+        """The block cache of a memory space, emptied when the memory map changes."""
+        if self.memory.generation != self.generation:
+            self.generation = self.memory.generation
+            self.caches.clear()
+        c = self.caches.get(space)
+        if c is None:
+            c = self.caches[space] = {}
+        return c
+
+    def readable(self, address: int, space: int) -> bool:
+        """True when the 4 opcode bytes at ``address`` are in one mapped region."""
+        region = self.memory.find(address, space)
+        return region is not None and region.start + len(region.data) - address >= 4
+
+    def walk(self, address: int, isa: int, space: int) -> Block:
+        """Walk from ``address`` to the next waypoint (inclusive), across adjacent regions."""
+        find = self.memory.find
+        opts = self.opts
+        isa_e = _ISAS[isa]
+        count = 0
+        a = address
+        last = None
+        while True:
+            region = find(a, space)
+            if region is None:
+                break
+            s = scan_to_waypoint(region.data, region.start, a, isa_e, opts)
+            if s.count == 0:
+                break
+            count += s.count
+            a = s.end
+            last = s.last
+            if s.reason == 0:  # StopReason.WAYPOINT
+                break
+        if last is None:
+            return (False, 0, a, _OTHER, 0, 0, False, False, 0, isa)
+        return (
+            last.itype != _OTHER,
+            count,
+            a,
+            int(last.itype),
+            int(last.subtype),
+            last.size,
+            last.is_cond,
+            last.is_link,
+            last.target or 0,
+            int(last.next_isa),
+        )
+
+    def walk_to(self, address: int, isa: int, space: int, match: int) -> Block:
+        """Walk instruction by instruction until the one at ``match`` (inclusive) is walked.
+
+        Waypoints on the way do not stop the walk; ``found`` is False when an
+        unreadable opcode stopped it first.
+        """
+        find = self.memory.find
+        opts = self.opts
+        isa_e = _ISAS[isa]
+        count = 0
+        a = address
+        info = None
+        while True:
+            region = find(a, space)
+            if region is None:
+                break
+            op = read_opcode(isa_e, region.data, a - region.start)
+            if op is None:
+                break
+            info = decode(isa_e, a, op, opts)
+            count += 1
+            a += info.size
+            if info.address == match:
+                break
+        if info is None:
+            return (False, 0, a, _OTHER, 0, 0, False, False, 0, isa)
+        return (
+            info.address == match,
+            count,
+            a,
+            int(info.itype),
+            int(info.subtype),
+            info.size,
+            info.is_cond,
+            info.is_link,
+            info.target or 0,
+            int(info.next_isa),
+        )
+
+
+def _isa_options(config: PtmConfig) -> IsaOptions:
+    arch, profile = arch_profile(config.core)
+    return IsaOptions(arch, profile, dsb_dmb_waypoints=config.dmb_dsb_waypoints)
+
+
+def iter_elements(
+    packets: Iterable[Packet], config: PtmConfig, context: DecodeContext
+) -> Iterator[Element]:
+    """Decode PTM packets to generic trace elements."""
+    walker = _Walker(context.memory, _isa_options(config))
+    stack = ReturnStack(config.return_stack)
+    state = _NO_SYNC
+    need_isync = True
+    # current program state: the address and ISA of the next instruction
+    pe_valid = False
+    pe_addr = 0
+    pe_isa = int(Isa.UNKNOWN)
+    # PE context
+    ctxt = PEContextInfo(SecLevel.SECURE)
+    space = int(MemSpace.S)
+    # the reference reuses one output element: its ISA persists between elements
+    elem_isa = int(Isa.UNKNOWN)
+    offset = 0
+
+    for pkt in packets:
+        offset = pkt.offset
+        if state != _DECODE:
+            if state == _NO_SYNC:
+                reason = UnsyncReason.RESET_DECODER if context.reset else UnsyncReason.INIT_DECODER
+                yield NoSync(offset, reason)
+                state = _WAIT_ISYNC if isinstance(pkt, ASync) else _WAIT_SYNC
+                continue
+            if state == _WAIT_SYNC:
+                if isinstance(pkt, ASync):
+                    state = _WAIT_ISYNC
+                continue
+            if not isinstance(pkt, ISync):
+                continue
+            state = _DECODE
+
+        # work for the code walks of this packet: (atom E?, walk kind) pairs
+        match pkt:
+            case Atom(bits=bits, count=n):
+                if not pe_valid:
+                    continue
+                cc = pkt.cycle_count
+                walks = [(bool((bits >> i) & 1), False) for i in range(n)]
+            case BranchAddress():
+                cc = pkt.cycle_count
+                walks = []
+                if pkt.exception is not None:
+                    yield Exception_(
+                        offset,
+                        pkt.exception,
+                        pe_addr if pe_valid else None,
+                        cycle_count=cc,
+                    )
+                elif pe_valid:
+                    walks = [(True, False)]
+            case WaypointUpdate():
+                if not pe_valid:
+                    continue
+                cc = None
+                walks = [(True, True)]
+            case ISync():
+                pe_addr = pkt.address
+                pe_isa = int(pkt.isa)
+                pe_valid = True
+                show_ctxt = pkt.isa_changed
+                if pkt.context_id is not None:
+                    ctxt.context_id = pkt.context_id
+                    ctxt.ctxt_id_valid = True
+                    show_ctxt = True
+                    walker.memory.set_context(
+                        ctxt.context_id, ctxt.vmid if ctxt.vmid_valid else None
+                    )
+                ctxt.security_level = SecLevel.NONSECURE if pkt.ns else SecLevel.SECURE
+                space = int(MemSpace.N if pkt.ns else MemSpace.S)
+                if need_isync or pkt.reason != ISyncReason.PERIODIC:
+                    yield TraceOn(offset, _TRACE_ON[pkt.reason], pkt.cycle_count)
+                else:
+                    show_ctxt = False
+                need_isync = False
+                stack.flush()
+                if show_ctxt:
+                    elem_isa = pe_isa
+                    yield PEContext(offset, ctxt.copy(), _ISAS[pe_isa])
+                continue
+            case ContextID(context_id=cid):
+                if not (ctxt.ctxt_id_valid and ctxt.context_id == cid):
+                    ctxt.context_id = cid
+                    ctxt.ctxt_id_valid = True
+                    walker.memory.set_context(cid, ctxt.vmid if ctxt.vmid_valid else None)
+                    yield PEContext(offset, ctxt.copy(), _ISAS[elem_isa])
+                continue
+            case VMID(vmid=vmid):
+                if not (ctxt.vmid_valid and ctxt.vmid == vmid):
+                    ctxt.vmid = vmid
+                    ctxt.vmid_valid = True
+                    walker.memory.set_context(ctxt.context_id if ctxt.ctxt_id_valid else None, vmid)
+                    yield PEContext(offset, ctxt.copy(), _ISAS[elem_isa])
+                continue
+            case Timestamp(timestamp=ts, cycle_count=tcc):
+                yield TimestampElem(offset, ts, tcc)
+                continue
+            case Trigger():
+                yield Event(offset, EventType.TRIGGER)
+                continue
+            case ExceptionReturn():
+                yield ExceptionRet(offset)
+                continue
+            case BadSequence() | Reserved():
+                state = _WAIT_SYNC
+                need_isync = True
+                yield NoSync(offset, UnsyncReason.BAD_PACKET)
+                continue
+            case _:
+                continue  # A-sync, ignore, not-sync and incomplete packets
+
+        # follow the code for each atom (implied or explicit) of this packet
+        is_atom_pkt = isinstance(pkt, Atom)
+        cache = walker.cache(space)
+        for taken, to_addr in walks:
+            if pe_isa != _A32 and pe_isa != _T32:
+                # the reference reads the opcode before refusing the instruction set
+                pe_valid = False  # unsupported ISA: wait for the next address
+                if not walker.readable(pe_addr, space):
+                    yield AddrNacc(offset, pe_addr, MemSpace(space))
+                break
+            if to_addr:
+                assert isinstance(pkt, WaypointUpdate)
+                blk = walker.walk_to(pe_addr, pe_isa, space, pkt.address)
+            else:
+                key = (pe_addr << 3) | pe_isa
+                cached = cache.get(key)
+                if cached is None:
+                    cached = cache[key] = walker.walk(pe_addr, pe_isa, space)
+                blk = cached
+            found, count, end, itype, subtype, size, cond, link, target, next_isa = blk
+            if not found:
+                pe_valid = False
+                if count:
+                    elem_isa = pe_isa
+                    yield InstrRange(
+                        offset,
+                        pe_addr,
+                        end,
+                        count,
+                        _ISAS[pe_isa],
+                        True,
+                        size,
+                        _TYPES[itype],
+                        _SUBTYPES[subtype],
+                        cond,
+                    )
+                yield AddrNacc(offset, end, MemSpace(space))
+                break
+            next_addr = end
+            if taken:
+                if itype == _BR:
+                    next_addr = target
+                    if link:
+                        stack.push(end, pe_isa)
+                elif itype == _BR_IND:
+                    pe_valid = False
+                    if stack.active and is_atom_pkt:
+                        popped = stack.pop()
+                        if stack.overflow:
+                            return  # the reference stops decoding with a fatal error
+                        assert popped is not None
+                        next_addr, next_isa = popped
+                        pe_valid = True
+                    if link:
+                        stack.push(end, pe_isa)
+            elem_isa = pe_isa
+            yield InstrRange(
+                offset,
+                pe_addr,
+                end,
+                count,
+                _ISAS[pe_isa],
+                taken,
+                size,
+                _TYPES[itype],
+                _SUBTYPES[subtype],
+                cond,
+                cc,
+            )
+            pe_addr = next_addr
+            pe_isa = next_isa
+            if not pe_valid:
+                break
+
+        if isinstance(pkt, BranchAddress):
+            pe_isa = int(pkt.isa)
+            pe_addr = pkt.address
+            pe_valid = True
+
+    if context.complete:
+        yield EoTrace(offset, UnsyncReason.EOT)

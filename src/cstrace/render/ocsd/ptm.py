@@ -1,0 +1,137 @@
+"""PTM packets → the packet text of the OpenCSD listing.
+
+Input: a packet of :mod:`cstrace.protocols.ptm.packets`; output: the text the
+reference lister prints after the raw bytes, for example
+``ATOM : Atom packet; ENEEE; `` or
+``BRANCH_ADDRESS : Branch address packet; Addr=0xC0052718 ~[0x52718]; Cycles=19; ``.
+"""
+
+from __future__ import annotations
+
+from cstrace.elements import Isa
+from cstrace.protocols.base import Packet
+from cstrace.protocols.ptm.packets import (
+    VMID,
+    Atom,
+    BadSequence,
+    BranchAddress,
+    ContextID,
+    ISync,
+    PtmPacket,
+    PtmPacketType,
+    Timestamp,
+    WaypointUpdate,
+)
+
+__all__ = ["packet_text"]
+
+_NAMES: dict[PtmPacketType, str] = {
+    PtmPacketType.NOTSYNC: "NOTSYNC : PTM Not Synchronised; ",
+    PtmPacketType.INCOMPLETE_EOT: "INCOMPLETE_EOT : Incomplete packet flushed at end of trace; ",
+    PtmPacketType.A_SYNC: "ASYNC : Alignment Synchronisation Packet; ",
+    PtmPacketType.I_SYNC: "ISYNC : Instruction Synchronisation packet; ",
+    PtmPacketType.ATOM: "ATOM : Atom packet; ",
+    PtmPacketType.BRANCH_ADDRESS: "BRANCH_ADDRESS : Branch address packet; ",
+    PtmPacketType.WAYPOINT_UPDATE: "WP_UPDATE : Waypoint update packet; ",
+    PtmPacketType.TRIGGER: "TRIGGER : Trigger Event packet; ",
+    PtmPacketType.CONTEXT_ID: "CTXTID : Context ID packet; ",
+    PtmPacketType.VMID: "VMID : VM ID packet; ",
+    PtmPacketType.TIMESTAMP: "TIMESTAMP : Timestamp packet; ",
+    PtmPacketType.EXCEPTION_RETURN: "ERET : Exception return packet; ",
+    PtmPacketType.IGNORE: "IGNORE : Ignore packet; ",
+    PtmPacketType.BAD_SEQUENCE: "BAD_SEQUENCE : Invalid sequence in packet; ",
+    PtmPacketType.RESERVED: "RESERVED : Reserved Packet Header; ",
+}
+_SHORT: dict[PtmPacketType, str] = {k: v.split(" : ", 1)[0] for k, v in _NAMES.items()}
+_ISA_TEXT = {
+    Isa.A32: "ARM(32)",
+    Isa.T32: "Thumb2",
+    Isa.A64: "AArch64",
+    Isa.TEE: "ThumbEE",
+    Isa.JAZELLE: "Jazelle",
+}
+_EXCEPTIONS = (
+    "No Exception",
+    "Debug Halt",
+    "SMC",
+    "Hyp",
+    "Async Data Abort",
+    "Jazelle",
+    "Reserved",
+    "Reserved",
+    "PE Reset",
+    "Undefined Instr",
+    "SVC",
+    "Prefetch Abort",
+    "Data Fault",
+    "Generic",
+    "IRQ",
+    "FIQ",
+)
+_REASONS = ("Periodic", "Trace Enable", "Restart Overflow", "Debug Exit")
+
+
+def _isa(isa: Isa) -> str:
+    return f"ISA={_ISA_TEXT.get(isa, 'Unknown')}; "
+
+
+def _value(total_bits: int, valid_bits: int, value: int, update_bits: int) -> str:
+    """A partly known value: ``0x????137E (12:0) ~[0x137E]`` (unknown digits as '?')."""
+    hex_chars = (total_bits + 3) // 4
+    valid_chars = (valid_bits + 3) // 4
+    text = "0x" + "?" * (hex_chars - valid_chars) + f"{value:0{valid_chars}X}"
+    if valid_bits < total_bits:
+        text += f" ({valid_bits - 1}:0)"
+    if update_bits:
+        text += f" ~[0x{value & ((1 << update_bits) - 1):X}]"
+    return text
+
+
+def _cycles(cc: int | None) -> str:
+    return "" if cc is None else f"Cycles={cc}; "
+
+
+def _address(p: BranchAddress | WaypointUpdate) -> str:
+    text = f"Addr={_value(32, p.valid_bits, p.address, p.pkt_bits)}; "
+    if p.isa_changed:
+        text += _isa(p.isa)
+    return text
+
+
+def packet_text(pkt: Packet) -> str:
+    """The reference lister's text for one PTM packet."""
+    if not isinstance(pkt, PtmPacket):
+        return "UNKNOWN : Unknown packet type; "
+    text = _NAMES[pkt.TYPE]
+    match pkt:
+        case Atom(bits=bits, count=count, cycle_count=cc):
+            if cc is not None:
+                return f"{text}{'E' if bits & 1 else 'N'}; Cycles={cc}; "
+            return text + "".join("E" if (bits >> i) & 1 else "N" for i in range(count)) + "; "
+        case BranchAddress():
+            text += _address(pkt)
+            if pkt.ns_updated:
+                text += "NS; " if pkt.ns else "S; "
+                text += "Hyp; " if pkt.hyp else ""
+            if pkt.exception is not None:
+                name = _EXCEPTIONS[pkt.exception] if pkt.exception < 16 else "Unknown"
+                text += f"Excep={name} [{pkt.exception:02x}]; "
+            return text + _cycles(pkt.cycle_count)
+        case WaypointUpdate():
+            return text + _address(pkt)
+        case ISync():
+            text += f"({_REASONS[pkt.reason]}); Addr=0x{pkt.address:08x}; "
+            text += "NS; " if pkt.ns else "S; "
+            text += "Hyp; " if pkt.hyp else " "
+            if pkt.context_id is not None:
+                text += f"CtxtID={pkt.context_id:08x}; "
+            return text + _isa(pkt.isa) + _cycles(pkt.cycle_count)
+        case Timestamp(timestamp=ts, update_bits=bits, cycle_count=cc):
+            return f"{text}TS={_value(64, 64, ts, bits)}({ts}); {_cycles(cc)}"
+        case ContextID(context_id=cid):
+            return f"{text}CtxtID=0x{cid:08x}; "
+        case VMID(vmid=vmid):
+            return f"{text}VMID=0x{vmid:02x}; "
+        case BadSequence(kind=bad):
+            return f"{text}[{_SHORT.get(bad, 'UNKNOWN')}]; "
+    return text
