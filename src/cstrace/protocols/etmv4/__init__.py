@@ -1,0 +1,53 @@
+"""ETMv4 instruction trace: configuration, packet reader and program-flow decoder.
+
+Input: an ETMv4 trace source of a snapshot (``ETM4`` device type) and the
+bytes of its trace ID; output: :mod:`cstrace.protocols.etmv4.packets` and the
+generic elements of :mod:`cstrace.elements`. ``PROTOCOL`` is the
+:class:`~cstrace.protocols.base.ProtocolSpec` the pipeline uses. ETE
+(:mod:`cstrace.protocols.ete`) shares the reader and decoder, switched by the
+configuration's version.
+
+Spec: Arm Embedded Trace Macrocell Architecture Specification ETMv4 (IHI0064).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from cstrace.elements import Element, EoTrace, NoSync, UnsyncReason
+from cstrace.protocols.base import DecodeContext, Packet, ProtocolSpec
+from cstrace.protocols.etmv4.config import Etmv4Config, configure
+from cstrace.protocols.etmv4.reader import iter_packets
+
+__all__ = ["PROTOCOL", "Etmv4Config", "configure", "iter_packets"]
+
+
+def _no_decoder(
+    packets: Iterable[Packet], config: Etmv4Config, context: DecodeContext
+) -> Iterator[Element]:
+    """Stand-in while the program-flow decoder is not available: no sync, then end of trace."""
+    del config
+    last = 0
+    first = True
+    for pkt in packets:
+        if first:
+            reason = UnsyncReason.RESET_DECODER if context.reset else UnsyncReason.INIT_DECODER
+            yield NoSync(pkt.offset, reason)
+            first = False
+        last = pkt.offset
+    if context.complete:
+        yield EoTrace(last)
+
+
+try:
+    from cstrace.protocols.etmv4.decoder import iter_elements
+except ImportError:  # pragma: no cover - the decoder module is written separately
+    iter_elements = _no_decoder
+
+PROTOCOL = ProtocolSpec(
+    name="etmv4",
+    configure=configure,
+    iter_packets=iter_packets,
+    iter_elements=iter_elements,
+    uses_memory=True,
+)

@@ -1,0 +1,312 @@
+"""ETMv4 / ETE static configuration, computed from the trace unit's ID and control registers.
+
+Input: the register values of a trace source in a snapshot (``TRCCONFIGR``,
+``TRCTRACEIDR``, ``TRCIDR0/1/2/8..13`` and, for ETE, ``TRCDEVARCH``) and the
+core type it traces (``Cortex-A57``, ``ARM-AA64``, ...). Output: an
+:class:`Etmv4Config` holding the raw registers and every option the packet
+reader and the program-flow decoder need, already decoded into plain
+attributes.
+
+Field positions follow the register descriptions of the Arm Embedded Trace
+Macrocell Architecture Specification ETMv4 (IHI0064, chapter 7, "Register
+descriptions": TRCIDR0, TRCIDR1, TRCIDR2, TRCIDR8-13, TRCCONFIGR, TRCTRACEIDR)
+and, for ETE, the trace unit register descriptions of the Arm ARM (TRCDEVARCH:
+ARCHVER is the major version, REVISION the minor one; ETE reports major 5).
+The core's architecture and profile come from :func:`cstrace.isa.cores.arch_profile`.
+
+The reference decoder's snapshot loader needs TRCCONFIGR, TRCTRACEIDR, TRCIDR0
+and TRCIDR2, and uses defaults for the others (TRCIDR1 = 0x4100F403, i.e.
+ETMv4.0; TRCIDR8..13 = 0; TRCDEVARCH = 0x47705A13, i.e. ETE 1.0): we do the
+same.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from cstrace.isa.cores import arch_profile
+from cstrace.isa.types import ArchVersion, Profile
+from cstrace.protocols.base import DecodeOptions
+from cstrace.snapshot.model import Device, TraceSource
+
+__all__ = [
+    "ArchVersion",
+    "CondTraceMode",
+    "Etmv4Config",
+    "Profile",
+    "QSupport",
+    "config_from_device",
+    "configure",
+    "configure_ete",
+]
+
+# Defaults the reference snapshot loader uses for registers a snapshot omits.
+DEFAULT_TRCIDR1 = 0x4100F403
+DEFAULT_TRCDEVARCH = 0x47705A13
+
+
+class QSupport(IntEnum):
+    """TRCIDR0.QSUPP: which Q elements the trace unit can generate."""
+
+    NONE = 0
+    ICOUNT_ONLY = 1
+    NO_ICOUNT_ONLY = 2
+    FULL = 3
+
+
+class CondTraceMode(IntEnum):
+    """TRCCONFIGR.COND: which conditional instructions are traced (ETMv4 A/R only)."""
+
+    DISABLED = 0
+    LOADS = 1
+    STORES = 2
+    LOADS_STORES = 3
+    ALL = 7
+
+
+class Etmv4Config:
+    """Decoded static configuration of one ETMv4 or ETE trace unit.
+
+    The raw registers are kept (``configr``, ``idr0`` ...); every option the
+    reader and decoder use is an attribute computed once here. ``is_ete`` is
+    True for an ETE source; its version then comes from TRCDEVARCH (major 5).
+    """
+
+    __slots__ = (
+        "arch_version",
+        "branch_broadcast",
+        "cc_size",
+        "cid_enabled",
+        "cid_size",
+        "comm_trans_p0",
+        "commit_opt1",
+        "cond_key_max",
+        "cond_spec_key_max",
+        "cond_trace",
+        "configr",
+        "core_name",
+        "core_profile",
+        "cycle_counting",
+        "data_address_trace",
+        "data_trace",
+        "data_value_trace",
+        "devarch",
+        "ete_has_ts_marker",
+        "full_version",
+        "has_branch_broadcast",
+        "has_cond_trace",
+        "has_cycle_count",
+        "has_data_trace",
+        "has_ret_stack",
+        "has_trc_excp_data",
+        "ia_size_max",
+        "idr0",
+        "idr1",
+        "idr2",
+        "idr8",
+        "idr9",
+        "idr10",
+        "idr11",
+        "idr12",
+        "idr13",
+        "is_ete",
+        "lsp0_type",
+        "major_version",
+        "max_spec_depth",
+        "minor_version",
+        "num_events",
+        "p0_key_max",
+        "p1_key_max",
+        "p1_special_key_max",
+        "q_enabled",
+        "q_filter",
+        "q_support",
+        "ret_stack",
+        "timestamp_size",
+        "timestamps",
+        "trace_id",
+        "traceidr",
+        "vmid_enabled",
+        "vmid_opt",
+        "vmid_size",
+        "wfi_wfe_branch",
+    )
+
+    def __init__(
+        self,
+        *,
+        configr: int,
+        traceidr: int,
+        idr0: int,
+        idr2: int,
+        idr1: int = DEFAULT_TRCIDR1,
+        idr8: int = 0,
+        idr9: int = 0,
+        idr10: int = 0,
+        idr11: int = 0,
+        idr12: int = 0,
+        idr13: int = 0,
+        devarch: int | None = None,
+        core_name: str = "",
+        arch_version: ArchVersion | None = None,
+        core_profile: Profile | None = None,
+    ) -> None:
+        self.configr = configr
+        self.traceidr = traceidr
+        self.idr0 = idr0
+        self.idr1 = idr1
+        self.idr2 = idr2
+        self.idr8 = idr8
+        self.idr9 = idr9
+        self.idr10 = idr10
+        self.idr11 = idr11
+        self.idr12 = idr12
+        self.idr13 = idr13
+        self.devarch = devarch
+        self.is_ete = devarch is not None
+        self.core_name = core_name
+        arch, profile = arch_profile(core_name)
+        self.arch_version = arch if arch_version is None else arch_version
+        self.core_profile = profile if core_profile is None else core_profile
+
+        # Version: TRCIDR1.TRCARCHMAJ/MIN, or TRCDEVARCH.ARCHVER/REVISION for ETE.
+        if devarch is not None:
+            self.major_version = (devarch >> 12) & 0xF
+            self.minor_version = (devarch >> 16) & 0xF
+        else:
+            self.major_version = (idr1 >> 8) & 0xF
+            self.minor_version = (idr1 >> 4) & 0xF
+        self.full_version = (self.major_version << 4) | self.minor_version
+
+        # TRCTRACEIDR.TRACEID
+        self.trace_id = traceidr & 0x7F
+
+        # TRCIDR0
+        self.has_data_trace = (idr0 & 0x18) == 0x18
+        self.has_branch_broadcast = bool(idr0 & 0x20)
+        self.has_cond_trace = bool(idr0 & 0x40)
+        self.has_cycle_count = bool(idr0 & 0x80)
+        self.has_ret_stack = bool(idr0 & 0x200)
+        self.num_events = ((idr0 >> 10) & 0x3) + 1
+        self.q_support = QSupport((idr0 >> 15) & 0x3)
+        self.q_filter = bool(idr0 & 0x4000) and self.q_support != QSupport.NONE
+        self.has_trc_excp_data = bool(idr0 & 0x20000)
+        ts_size = (idr0 >> 24) & 0x1F
+        self.timestamp_size = 48 if ts_size == 0x6 else 64 if ts_size == 0x8 else 0
+        self.commit_opt1 = bool(idr0 & 0x20000000) and self.has_cycle_count
+        self.comm_trans_p0 = not (idr0 & 0x40000000)
+        # ETE: TRCIDR0.TSMARK, timestamp markers (ETE 1.1 and later)
+        self.ete_has_ts_marker = self.full_version >= 0x51 and bool(idr0 & 0x800000)
+
+        # TRCIDR2
+        self.ia_size_max = 64 if (idr2 & 0x1F) == 0x8 else 32
+        self.cid_size = 32 if ((idr2 >> 5) & 0x1F) == 0x4 else 0
+        vmidsz = (idr2 >> 10) & 0x1F
+        vmid_size = 0
+        if vmidsz == 1:
+            vmid_size = 8
+        elif self.full_version > 0x40:
+            vmid_size = 16 if vmidsz == 2 else 32 if vmidsz == 4 else 0
+        self.vmid_size = vmid_size
+        self.cc_size = ((idr2 >> 25) & 0xF) + 12
+        self.vmid_opt = bool(idr2 & 0x20000000) and self.full_version > 0x40
+        self.wfi_wfe_branch = bool(idr2 & 0x80000000) and self.full_version >= 0x43
+
+        # TRCIDR8..13
+        self.max_spec_depth = idr8
+        self.p0_key_max = 1 if idr9 == 0 else idr9
+        self.p1_key_max = idr10
+        self.p1_special_key_max = idr11
+        self.cond_key_max = idr12
+        self.cond_spec_key_max = idr13
+
+        # TRCCONFIGR
+        self.lsp0_type = (configr >> 1) & 0x3
+        lsp0 = self.lsp0_type != 0
+        self.data_address_trace = self.has_data_trace and lsp0 and bool(configr & (1 << 16))
+        self.data_value_trace = self.has_data_trace and lsp0 and bool(configr & (1 << 17))
+        self.data_trace = self.data_address_trace or self.data_value_trace
+        self.branch_broadcast = bool(configr & (1 << 3))
+        self.cycle_counting = bool(configr & (1 << 4))
+        self.cid_enabled = bool(configr & (1 << 6))
+        self.vmid_enabled = bool(configr & (1 << 7))
+        cond = (configr >> 8) & 0x7
+        self.cond_trace = CondTraceMode(cond) if cond in (0, 1, 2, 3, 7) else CondTraceMode.DISABLED
+        self.timestamps = bool(configr & (1 << 11))
+        self.ret_stack = bool(configr & (1 << 12))
+        self.q_enabled = bool(configr & (0x3 << 13))
+
+    # -- convenience -----------------------------------------------------------------
+
+    @property
+    def is_m_profile(self) -> bool:
+        """True when the traced core is an M-profile core (M-profile exception encodings)."""
+        return self.core_profile == Profile.M
+
+    @property
+    def has_q_elements(self) -> bool:
+        """TRCIDR0.QSUPP is not zero: Q packet headers are valid."""
+        return self.q_support != QSupport.NONE
+
+    @property
+    def cond_trace_valid(self) -> bool:
+        """Conditional instruction trace packets are valid headers in this configuration."""
+        return self.has_cond_trace and self.cond_trace != CondTraceMode.DISABLED
+
+    @property
+    def version_text(self) -> str:
+        """The protocol and version, e.g. ``ETMv4.3`` or ``ETE v1.3`` (ETE 1.x is major 5)."""
+        if self.is_ete:
+            return f"ETE v{self.major_version - 4}.{self.minor_version}"
+        return f"ETMv{self.major_version}.{self.minor_version}"
+
+    def __repr__(self) -> str:
+        return (
+            f"Etmv4Config({self.version_text}, trace_id={self.trace_id:#x}, "
+            f"core={self.core_name!r}, configr={self.configr:#x}, idr0={self.idr0:#x}, "
+            f"idr1={self.idr1:#x}, idr2={self.idr2:#x}, idr8={self.idr8:#x})"
+        )
+
+
+def _reg(device: Device, name: str, default: int) -> int:
+    value = device.reg(name, default)
+    return default if value is None else value
+
+
+def config_from_device(device: Device, core_name: str, *, ete: bool) -> Etmv4Config:
+    """The configuration of an ETMv4 (or, with ``ete``, ETE) trace source device.
+
+    TRCCONFIGR, TRCTRACEIDR, TRCIDR0 and TRCIDR2 are required (a located
+    :class:`~cstrace.errors.SnapshotError` when absent); the others take the
+    reference's defaults. The reference's ETE configuration reads no
+    TRCIDR9..13: they stay 0 for ETE.
+    """
+    return Etmv4Config(
+        configr=device.require("TRCCONFIGR"),
+        traceidr=device.require("TRCTRACEIDR"),
+        idr0=device.require("TRCIDR0"),
+        idr2=device.require("TRCIDR2"),
+        idr1=_reg(device, "TRCIDR1", DEFAULT_TRCIDR1),
+        idr8=_reg(device, "TRCIDR8", 0),
+        idr9=0 if ete else _reg(device, "TRCIDR9", 0),
+        idr10=0 if ete else _reg(device, "TRCIDR10", 0),
+        idr11=0 if ete else _reg(device, "TRCIDR11", 0),
+        idr12=0 if ete else _reg(device, "TRCIDR12", 0),
+        idr13=0 if ete else _reg(device, "TRCIDR13", 0),
+        devarch=_reg(device, "TRCDEVARCH", DEFAULT_TRCDEVARCH) if ete else None,
+        core_name=core_name,
+    )
+
+
+def configure(source: TraceSource, options: DecodeOptions) -> Etmv4Config:
+    """The ETMv4 configuration of a snapshot trace source."""
+    del options
+    core = source.core.device_type if source.core is not None else ""
+    return config_from_device(source.device, core, ete=False)
+
+
+def configure_ete(source: TraceSource, options: DecodeOptions) -> Etmv4Config:
+    """The ETE configuration of a snapshot trace source (ETMv4 fields plus TRCDEVARCH)."""
+    del options
+    core = source.core.device_type if source.core is not None else ""
+    return config_from_device(source.device, core, ete=True)
