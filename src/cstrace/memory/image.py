@@ -1,13 +1,27 @@
 """Memory regions keyed by address and memory space, built from snapshot dumps.
 
-A region answers reads for addresses inside it when its memory space overlaps
-the space asked for (the reference decoder's rule: the two space bit sets share
-a bit). Regions are searched in the order they were added; the first match wins.
+Input: the ``[dump]`` entries of a snapshot's core (and memory-space devices):
+file, address, offset, length and the optional ``space`` key. Output: a
+:class:`MemoryMap` answering "which bytes are at this address in this memory
+space" for the program-flow decoders.
+
+The rules follow the OpenCSD memory-accessor mapper that produced the corpus
+listings:
+
+- a region answers for an address inside it when its memory space and the space
+  asked for share a bit (``EL1N`` matches ``N`` and ``ANY``, not ``EL2``);
+- a region that overlaps an earlier one in an overlapping space is rejected
+  (the earlier one wins), so lookups are "first added that matches";
+- a read never crosses from one region into the next: asking for 4 bytes two
+  bytes before a region's end gives 2 bytes, even if another region follows.
+  The decoders rely on this, since the reference fetches 4 bytes per
+  instruction and treats a short read as inaccessible memory;
+- the ``space`` key is matched exactly against the names the reference knows
+  (``EL1N``, ``EL2``, ``S``, ``N``, ``ANY``...); anything else means ANY.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass
 
 from cstrace.elements import MemSpace
@@ -15,6 +29,8 @@ from cstrace.snapshot.model import Device, Snapshot
 
 __all__ = ["MemoryMap", "MemoryRegion", "mem_space_from_name"]
 
+# Names of the ``space`` key of a snapshot dump (DS-5 snapshot specification,
+# "memory space" names, plus the older H/P/NP/SP forms), exact and case-sensitive.
 _SPACE_NAMES: dict[str, MemSpace] = {
     "EL1S": MemSpace.EL1S,
     "EL1N": MemSpace.EL1N,
@@ -37,11 +53,8 @@ _SPACE_NAMES: dict[str, MemSpace] = {
 
 
 def mem_space_from_name(name: str) -> MemSpace:
-    """The memory space of a dump's ``space`` key (``EL1N``, ``S``, ``N``...); ANY if empty."""
-    text = name.strip()
-    if not text:
-        return MemSpace.ANY
-    return _SPACE_NAMES.get(text, _SPACE_NAMES.get(text.upper(), MemSpace.ANY))
+    """The memory space of a dump's ``space`` key (``EL1N``, ``S``, ``N``...); ANY otherwise."""
+    return _SPACE_NAMES.get(name.strip(), MemSpace.ANY)
 
 
 @dataclass(frozen=True)
@@ -62,44 +75,50 @@ class MemoryRegion:
 class MemoryMap:
     """A set of memory regions; reads return bytes, or fewer/none where nothing is mapped.
 
-    The interface the program-flow decoders use (any code memory provides it):
-    ``find(address, space)``, ``read(address, size, space)``, ``set_context(ctxid, vmid)``
-    (called when the traced context changes) and ``generation``, a number that
-    changes whenever what ``find`` would return may have changed (so caches of
-    decoded code can be dropped).
+    The code-memory interface the program-flow decoders use (any code memory
+    provides it): ``find(address, space)``, ``read(address, size, space)``,
+    ``set_context(context_id, vmid)`` (called when the traced context changes)
+    and ``generation``, a number that changes whenever what ``find`` would
+    return may have changed (so caches of decoded code can be dropped).
     """
 
     def __init__(self, regions: list[MemoryRegion] | None = None) -> None:
         self.regions: list[MemoryRegion] = []
-        self._starts: list[int] = []
-        self._order: list[MemoryRegion] = []
+        self.rejected: list[MemoryRegion] = []
+        """Regions not mapped because they overlap an earlier one (as the reference does)."""
         self.generation = 0
+        self._last: MemoryRegion | None = None
         for r in regions or []:
             self.add(r)
 
-    def add(self, region: MemoryRegion) -> None:
-        """Map a region (later regions lose to earlier ones where they overlap)."""
+    def add(self, region: MemoryRegion) -> bool:
+        """Map a region; False (and nothing mapped) if it overlaps an earlier one in its space."""
         if not region.data:
-            return
+            return False
+        space = int(region.space)
+        for r in self.regions:
+            if r.start < region.end and region.start < r.end and (int(r.space) & space):
+                self.rejected.append(region)
+                return False
         self.regions.append(region)
-        self._order = sorted(self.regions, key=lambda r: r.start)
-        self._starts = [r.start for r in self._order]
+        self._last = None
         self.generation += 1
+        return True
 
     def find(self, address: int, space: MemSpace | int = MemSpace.ANY) -> MemoryRegion | None:
-        """The first-added region holding ``address`` in a space overlapping ``space``."""
-        best: MemoryRegion | None = None
-        best_rank = len(self.regions)
-        k = bisect_right(self._starts, address)
-        for r in reversed(self._order[:k]):
-            if r.start <= address < r.end and (int(r.space) & int(space)):
-                rank = self.regions.index(r)
-                if rank < best_rank:
-                    best, best_rank = r, rank
-        return best
+        """The region holding ``address`` in a space overlapping ``space``, if any."""
+        last = self._last
+        sp = int(space)
+        if last is not None and last.start <= address < last.end and (int(last.space) & sp):
+            return last
+        for r in self.regions:
+            if r.start <= address < r.end and (int(r.space) & sp):
+                self._last = r
+                return r
+        return None
 
     def read(self, address: int, size: int, space: MemSpace | int = MemSpace.ANY) -> bytes:
-        """Up to ``size`` bytes at ``address``; empty if the address is not mapped."""
+        """Up to ``size`` bytes at ``address``, from one region; empty if nothing is mapped."""
         r = self.find(address, space)
         if r is None:
             return b""
@@ -118,9 +137,9 @@ class MemoryMap:
     ) -> MemoryMap:
         """Map the dumps of ``devices``; missing files are noted in ``warnings`` and skipped."""
         mm = cls()
+        tree = snapshot.tree
         for dev in devices:
             for d in dev.dumps:
-                tree = snapshot.tree
                 if not tree.exists(d.file):
                     if warnings is not None:
                         warnings.append(
@@ -129,9 +148,13 @@ class MemoryMap:
                         )
                     continue
                 data = tree.read_bytes(d.file, d.offset, d.length)
-                mm.add(
-                    MemoryRegion(
-                        d.address, data, mem_space_from_name(d.space), tree.display(d.file)
-                    )
+                region = MemoryRegion(
+                    d.address, data, mem_space_from_name(d.space), tree.display(d.file)
                 )
+                if not mm.add(region) and data and warnings is not None:
+                    warnings.append(
+                        f"{d.path}: line {d.line}: memory dump {tree.display(d.file)} at "
+                        f"{d.address:#x} overlaps an earlier dump in the same memory space; "
+                        "ignored"
+                    )
         return mm

@@ -1,0 +1,1012 @@
+"""ETMv4 / ETE program-flow decoder: packets + configuration + code memory → generic elements.
+
+Input: the packets of one trace ID (:mod:`cstrace.protocols.etmv4.packets`),
+the trace unit's :class:`~cstrace.protocols.etmv4.config.Etmv4Config` and a
+:class:`~cstrace.protocols.base.DecodeContext` (code memory, options, whether
+this is a reset decoder and whether the capture is complete). Output: the
+generic elements of :mod:`cstrace.elements` (``TRACE_ON``, ``PE_CONTEXT``,
+``INSTR_RANGE``, ``EXCEPTION``, ``ADDR_NACC``, ...), in the order and with the
+``Idx`` values of the reference decoder (OpenCSD ``trc_pkt_lister``).
+
+How it works (ETMv4 architecture specification IHI0064, chapter 6 "Decoding
+the trace"; ETE: Arm ARM chapter D4/D5 "Embedded Trace Extension"):
+
+- Packets become *stack elements* on the P0 stack: atoms, exceptions, Q
+  elements and (ETE) source addresses are P0 elements that can be speculative;
+  addresses, contexts, timestamps, cycle counts, events, markers, transactional
+  memory and instrumentation records ride along with them in order.
+- Commit, cancel and mispredict packets, and the maximum speculation depth
+  (TRCIDR8.MAXSPEC: anything deeper is committed at once), resolve the stack
+  from its oldest end. Committing an atom walks the program image from the
+  current address to the next waypoint (one block-cache lookup per atom) and
+  emits an ``INSTR_RANGE``; where no image covers the address it emits
+  ``ADDR_NACC`` with the memory space of the current exception level and
+  security state.
+- A packet that cannot be decoded (reserved header, bad sequence) or a
+  sequence the stack cannot satisfy resets the decoder: it reports
+  ``NO_SYNC [bad-packet]`` on the next packet and waits for an A-sync and a
+  trace-info packet.
+
+Element ordering follows the reference: an element held on the stack is
+emitted, with the ``Idx`` of the packet that created it, when a later packet
+resolves it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from cstrace.elements import (
+    AddrNacc,
+    CycleCount,
+    Element,
+    EoTrace,
+    Event,
+    EventType,
+    Exception_,
+    ExceptionRet,
+    ExLevel,
+    InstrRange,
+    InstrSubtype,
+    InstrType,
+    Instrumentation,
+    IRangeNoPath,
+    Isa,
+    MemSpace,
+    MemTrans,
+    MemTransType,
+    NoSync,
+    PEContext,
+    PEContextInfo,
+    SecLevel,
+    SyncMarker,
+    SyncMarkerType,
+    Timestamp,
+    TraceOn,
+    TraceOnReason,
+    UnsyncReason,
+)
+from cstrace.protocols.base import DecodeContext, Packet
+from cstrace.protocols.etmv4.decode_walk import CodeWalker
+from cstrace.protocols.etmv4.packets import PacketType as PT
+
+__all__ = ["Etmv4Decoder", "iter_elements"]
+
+# --- packet kinds, as the decoder groups them ------------------------------------------
+K_BAD = 0
+K_ASYNC = 1
+K_IGNORE = 2
+K_TRACE_INFO = 3
+K_TRACE_ON = 4
+K_ATOM = 5
+K_CTXT = 6
+K_ADDR = 7
+K_ADDR_CTXT = 8
+K_SRC_ADDR = 9
+K_EXCEPT = 10
+K_EXCEPT_RTN = 11
+K_FUNC_RET = 12
+K_EVENT = 13
+K_CCNT = 14
+K_TIMESTAMP = 15
+K_TS_MARKER = 16
+K_MISPREDICT = 17
+K_CANCEL = 18
+K_COMMIT = 19
+K_OVERFLOW = 20
+K_DISCARD = 21
+K_Q = 22
+K_TRANS_ST = 23
+K_TRANS_COMMIT = 24
+K_TRANS_FAIL = 25
+K_ITE = 26
+K_NOT_SYNC = 27
+
+_KIND: dict[int, int] = {
+    PT.ASYNC: K_ASYNC,
+    PT.IGNORE: K_IGNORE,
+    PT.TRACE_INFO: K_TRACE_INFO,
+    PT.TRACE_ON: K_TRACE_ON,
+    PT.ATOM_F1: K_ATOM,
+    PT.ATOM_F2: K_ATOM,
+    PT.ATOM_F3: K_ATOM,
+    PT.ATOM_F4: K_ATOM,
+    PT.ATOM_F5: K_ATOM,
+    PT.ATOM_F6: K_ATOM,
+    PT.CTXT: K_CTXT,
+    PT.ADDR_MATCH: K_ADDR,
+    PT.ADDR_S_IS0: K_ADDR,
+    PT.ADDR_S_IS1: K_ADDR,
+    PT.ADDR_L_32IS0: K_ADDR,
+    PT.ADDR_L_32IS1: K_ADDR,
+    PT.ADDR_L_64IS0: K_ADDR,
+    PT.ADDR_L_64IS1: K_ADDR,
+    PT.ADDR_CTXT_L_32IS0: K_ADDR_CTXT,
+    PT.ADDR_CTXT_L_32IS1: K_ADDR_CTXT,
+    PT.ADDR_CTXT_L_64IS0: K_ADDR_CTXT,
+    PT.ADDR_CTXT_L_64IS1: K_ADDR_CTXT,
+    PT.SRC_ADDR_MATCH: K_SRC_ADDR,
+    PT.SRC_ADDR_S_IS0: K_SRC_ADDR,
+    PT.SRC_ADDR_S_IS1: K_SRC_ADDR,
+    PT.SRC_ADDR_L_32IS0: K_SRC_ADDR,
+    PT.SRC_ADDR_L_32IS1: K_SRC_ADDR,
+    PT.SRC_ADDR_L_64IS0: K_SRC_ADDR,
+    PT.SRC_ADDR_L_64IS1: K_SRC_ADDR,
+    PT.EXCEPT: K_EXCEPT,
+    PT.EXCEPT_RTN: K_EXCEPT_RTN,
+    PT.FUNC_RET: K_FUNC_RET,
+    PT.EVENT: K_EVENT,
+    PT.CCNT_F1: K_CCNT,
+    PT.CCNT_F2: K_CCNT,
+    PT.CCNT_F3: K_CCNT,
+    PT.TIMESTAMP: K_TIMESTAMP,
+    PT.TS_MARKER: K_TS_MARKER,
+    PT.MISPREDICT: K_MISPREDICT,
+    PT.CANCEL_F1: K_CANCEL,
+    PT.CANCEL_F1_MISPRED: K_CANCEL,
+    PT.CANCEL_F2: K_CANCEL,
+    PT.CANCEL_F3: K_CANCEL,
+    PT.COMMIT: K_COMMIT,
+    PT.OVERFLOW: K_OVERFLOW,
+    PT.DISCARD: K_DISCARD,
+    PT.Q: K_Q,
+    PT.TRANS_ST: K_TRANS_ST,
+    PT.TRANS_COMMIT: K_TRANS_COMMIT,
+    PT.TRANS_FAIL: K_TRANS_FAIL,
+    PT.ITE: K_ITE,
+    PT.NOT_SYNC: K_NOT_SYNC,
+}
+"""Packet type → decoder kind; anything else (reserved, bad, conditional and data
+trace, ETE PE reset) is a packet the reference decoder rejects."""
+
+# --- P0 stack element kinds (the reference's p0_elem_t) -------------------------------
+_UNKNOWN = 0
+_ATOM = 1
+_ADDR = 2
+_CTXT = 3
+_TRC_ON = 4
+_EXCEP = 5
+_EXCEP_RET = 6
+_EVENT = 7
+_TS = 8
+_CC = 9
+_TS_CC = 10
+_MARKER = 11
+_Q = 12
+_OVERFLOW = 13
+_FUNC_RET = 14
+_SRC_ADDR = 15
+_TRANS_TRACE_INIT = 16
+_TRANS_START = 17
+_TRANS_COMMIT = 18
+_TRANS_FAIL = 19
+_ITE = 20
+_UNSEEN = 21
+_TINFO = 22
+
+# Stack elements are small lists ``[kind, is_p0, idx, a, b, c]``; the stack is a
+# deque with the oldest element on the left.
+#   atom:      a = atoms left, b = E/N bits (oldest in bit 0)
+#   addr:      a = address, b = IS          src addr: the same
+#   ctxt:      a = context tuple (see _ctxt_of)
+#   excep:     a = exception number, b = "address is also the previous branch target"
+#   ts, ts+cc: a = timestamp, b = cycle count          cc: a = cycle count
+#   event:     a = event bits                          ite: a = EL, b = value
+#   q:         a = instruction count, b = address or None, c = IS
+_K, _P0, _IX, _A, _B, _C = 0, 1, 2, 3, 4, 5
+
+# Decoder states (the reference's processor_state_t; its RESOLVE state is a call).
+_NO_SYNC = 0
+_WAIT_SYNC = 1
+_WAIT_TINFO = 2
+_DECODE = 3
+
+_ISA = tuple(Isa)
+_A32, _T32, _A64 = int(Isa.A32), int(Isa.T32), int(Isa.A64)
+_ITYPE = tuple(InstrType)
+_ISUB = tuple(InstrSubtype)
+_BR = int(InstrType.BR)
+_BR_IND = int(InstrType.BR_INDIRECT)
+_OTHER = int(InstrType.OTHER)
+_V8_ERET = int(InstrSubtype.V8_ERET)
+
+_M_CLASS_TAIL_ADDR = 0xFFFFFFFE
+
+# Memory space of the current exception level (index) per security state.
+_S_SPACE = (MemSpace.EL1S, MemSpace.EL1S, MemSpace.EL2S, MemSpace.EL3)
+_N_SPACE = (MemSpace.EL1N, MemSpace.EL1N, MemSpace.EL2, MemSpace.EL3)
+_R_SPACE = (MemSpace.EL1R, MemSpace.EL1R, MemSpace.EL2R, MemSpace.ROOT)
+
+_MEMTRANS = {
+    _TRANS_TRACE_INIT: MemTransType.TRACE_INIT,
+    _TRANS_START: MemTransType.START,
+    _TRANS_COMMIT: MemTransType.COMMIT,
+    _TRANS_FAIL: MemTransType.FAIL,
+}
+_FLUSH_ON_EOT = frozenset((_UNKNOWN, _ATOM, _TRC_ON, _EXCEP, _EXCEP_RET, _OVERFLOW, _Q, _UNSEEN))
+_KEEP_ON_CANCEL = frozenset((_EVENT, _TS, _CC, _TS_CC, _MARKER, _ITE))
+_TS_CC_EVENT = frozenset((_EVENT, _TS, _CC, _TS_CC))
+_TRANS = frozenset((_TRANS_START, _TRANS_COMMIT, _TRANS_FAIL, _TRANS_TRACE_INIT))
+
+
+class _SeqError(Exception):
+    """A packet sequence the decoder cannot follow: it resets and resynchronises."""
+
+
+class _ReturnStack:
+    """The trace return stack (ETMv4 §4.4.6): 16 entries, the oldest lost when full."""
+
+    __slots__ = ("active", "entries", "num", "pop_pending", "tinfo_wait")
+
+    def __init__(self, active: bool) -> None:
+        self.active = active
+        self.entries: list[tuple[int, int]] = []
+        self.num = 0
+        self.pop_pending = False
+        self.tinfo_wait = False
+
+    def push(self, addr: int, isa: int) -> None:
+        """Push a return address (not while waiting for the address after a trace info)."""
+        if self.active and not self.tinfo_wait:
+            e = self.entries
+            e.append((addr, isa))
+            if len(e) > 16:
+                del e[0]
+            if self.num < 16:
+                self.num += 1
+
+    def pop(self) -> tuple[int, int] | None:
+        """Pop the newest entry; None when empty (the reference's overflow)."""
+        self.pop_pending = False
+        if self.num > 0:
+            self.num -= 1
+            return self.entries.pop()
+        self.num = -1
+        return None
+
+    def flush(self) -> None:
+        """Empty the stack."""
+        self.num = 0
+        self.entries.clear()
+
+
+class Etmv4Decoder:
+    """The program-flow decoder of one ETMv4/ETE trace stream.
+
+    ``decode(packet)`` returns the elements the packet completed, ``finish()``
+    the end-of-trace elements. The lists returned are new each call.
+    """
+
+    def __init__(self, config: Any, context: DecodeContext) -> None:
+        self.config = config
+        self.context = context
+        major = int(getattr(config, "major_version", 4))
+        self.is_ete = bool(getattr(config, "is_ete", False)) or major >= 5
+        self.max_spec_depth = int(getattr(config, "max_spec_depth", 0))
+        self.comm_trans_p0 = bool(getattr(config, "comm_trans_p0", True))
+        self.ts_with_cc = bool(getattr(config, "cycle_counting", False))
+        idr0 = int(getattr(config, "idr0", 0))
+        self.ete_has_ts_marker = int(getattr(config, "full_version", 0)) >= 0x51 and bool(
+            idr0 & 0x800000
+        )
+        arch = int(getattr(config, "arch_version", 0))
+        profile = int(getattr(config, "core_profile", 0))
+        self.m_profile = profile == 1
+        self.v7m = arch == 0x0700 and self.m_profile
+        self.v8m = 0x0800 <= arch <= 0x0864 and self.m_profile
+        self.src_addr_n = bool(getattr(context.options, "src_addr_n", False))
+        self.walker = CodeWalker(context.memory, config)
+        self.rs = _ReturnStack(bool(getattr(config, "ret_stack", False)))
+        self.pe = PEContextInfo()
+        """The PE context the reference's output element carries from element to element."""
+        self.unsync_reason = (
+            UnsyncReason.RESET_DECODER if context.reset else UnsyncReason.INIT_DECODER
+        )
+        self.stack: deque[list[Any]] = deque()
+        self.out: list[Element] = []
+        self.last_idx = 0
+        self._reset()
+
+    # -- state -------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        """The reference's resetDecoder (the PE context and return stack survive)."""
+        self.state = _NO_SYNC
+        self.is_secure = True
+        self.is_64bit = False
+        self.cc_threshold = 0
+        self.spec_depth = 0
+        self.need_ctxt = True
+        self.need_addr = True
+        self.elem_pending_addr = False
+        self.prev_overflow = False
+        self.stack.clear()
+        self.res_commit = 0
+        self.res_cancel = 0
+        self.res_mispredict = False
+        self.res_discard = False
+        self.ete_first_ts_marker = False
+        self.addr = 0
+        self.isa = _A32
+        self.it = 0
+
+    def _seq_error(self) -> None:
+        """A sequence error: reset (dropping unsent elements) and report a bad packet."""
+        self._reset()
+        self.unsync_reason = UnsyncReason.BAD_PACKET
+        raise _SeqError
+
+    def _mem_space(self) -> MemSpace:
+        """Memory space of the current exception level and security state."""
+        pe = self.pe
+        if not pe.el_valid:
+            return MemSpace.S if self.is_secure else MemSpace.N
+        el = int(pe.exception_level) & 3
+        sec = pe.security_level
+        if sec == SecLevel.NONSECURE:
+            return _N_SPACE[el]
+        if sec == SecLevel.SECURE:
+            return _S_SPACE[el]
+        if sec == SecLevel.REALM:
+            return _R_SPACE[el]
+        return MemSpace.ROOT
+
+    # -- packet input --------------------------------------------------------------
+
+    def decode(self, pkt: Packet) -> list[Element]:
+        """Process one packet; return the elements it completed."""
+        out: list[Element] = []
+        self.out = out
+        idx = pkt.offset
+        self.last_idx = idx
+        kind = _KIND.get(pkt.kind, K_BAD)  # type: ignore[attr-defined]
+        if self.state == _DECODE:
+            if self._decode_packet(pkt, kind, idx):
+                self._resolve()
+                if self.state == _NO_SYNC:
+                    self._no_sync(pkt, kind, idx)
+            return out
+        self._no_sync(pkt, kind, idx)
+        return out
+
+    def _no_sync(self, pkt: Any, kind: int, idx: int) -> None:
+        """The reference's NO_SYNC / WAIT_SYNC / WAIT_TINFO states for one packet."""
+        st = self.state
+        if st == _NO_SYNC:
+            self.out.append(NoSync(idx, self.unsync_reason))
+            st = self.state = _WAIT_SYNC
+        if st == _WAIT_SYNC:
+            if kind == K_ASYNC:
+                self.state = _WAIT_TINFO
+            return
+        if st == _WAIT_TINFO:
+            self.need_ctxt = True
+            self.need_addr = True
+            if kind == K_TRACE_INFO:
+                self._trace_info(pkt, idx)
+                self.state = _DECODE
+                self.rs.flush()
+            elif kind == K_EVENT and self.is_ete:
+                # ETE allows event packets before the first trace info.
+                self.stack.append([_EVENT, False, idx, pkt.events, 0, 0])
+
+    def finish(self) -> list[Element]:
+        """End of trace: output what no later packet can cancel, then ``EO_TRACE``."""
+        out: list[Element] = []
+        self.out = out
+        if not self.context.complete:
+            return out
+        stack = self.stack
+        while stack:
+            e = stack[0]
+            k = e[_K]
+            if k in _FLUSH_ON_EOT:
+                stack.clear()
+                break
+            if k == _TRANS_START:
+                if self.comm_trans_p0:
+                    stack.clear()
+                    break
+            elif k in (_TRANS_FAIL, _TRANS_COMMIT):
+                if self.max_spec_depth == 0 or self.spec_depth == 0:
+                    self._trans_elem(e)
+            elif k in _TS_CC_EVENT:
+                self._ts_cc_event(e)
+            elif k == _MARKER:
+                self._marker(e)
+            elif k == _ITE:
+                self._ite(e)
+            stack.popleft()
+        reason = UnsyncReason.OVERFLOW if self.prev_overflow else UnsyncReason.EOT
+        out.append(EoTrace(self.last_idx, reason))
+        return out
+
+    # -- packet → stack elements -----------------------------------------------------
+
+    def _trace_info(self, pkt: Any, idx: int) -> None:
+        """The first trace info after a sync: speculation depth, CC threshold, TME state."""
+        self.cc_threshold = pkt.cc_threshold or 0
+        depth = pkt.spec_depth or 0
+        self.spec_depth = depth
+        stack = self.stack
+        for _ in range(depth):
+            stack.append([_UNSEEN, True, idx, 0, 0, 0])
+        stack.append([_TINFO, False, idx, 0, 0, 0])
+        if pkt.in_trans_state:
+            stack.append([_TRANS_TRACE_INIT, False, idx, 0, 0, 0])
+
+    def _decode_packet(self, pkt: Any, kind: int, idx: int) -> bool:
+        """The reference's decodePacket: stack the packet; True if something must be resolved."""
+        stack = self.stack
+        is_addr = False
+        if kind == K_ATOM:
+            n = pkt.count
+            stack.append([_ATOM, True, idx, n, pkt.bits, 0])
+            self.spec_depth += n
+        elif kind == K_ADDR:
+            stack.append([_ADDR, False, idx, pkt.address, pkt.isa, 0])
+            is_addr = True
+        elif kind == K_ADDR_CTXT:
+            stack.append([_ADDR, False, idx, pkt.address, pkt.isa, 0])
+            stack.append([_CTXT, False, idx, _ctxt_of(pkt), 0, 0])
+            is_addr = True
+        elif kind == K_CTXT:
+            stack.append([_CTXT, False, idx, _ctxt_of(pkt), 0, 0])
+        elif kind == K_CCNT:
+            stack.append([_CC, False, idx, pkt.count, 0, 0])
+            self.res_commit = pkt.commit or 0
+        elif kind == K_TIMESTAMP:
+            if self.ts_with_cc:
+                cc = pkt.cycle_count
+                stack.append([_TS_CC, False, idx, pkt.timestamp, cc or 0, 0])
+            else:
+                stack.append([_TS, False, idx, pkt.timestamp, 0, 0])
+        elif kind == K_EXCEPT:
+            stack.append([_EXCEP, True, idx, pkt.exception_type, pkt.addr_interp == 2, 0])
+            self.elem_pending_addr = True
+        elif kind == K_TRACE_ON:
+            stack.append([_TRC_ON, False, idx, 0, 0, 0])
+        elif kind == K_COMMIT:
+            self.res_commit = pkt.count
+        elif kind in (K_MISPREDICT, K_CANCEL):
+            if kind == K_MISPREDICT or pkt.mispredict:
+                self.res_mispredict = True
+                n = pkt.atom_count
+                if n:
+                    stack.append([_ATOM, True, idx, n, pkt.atom_bits, 0])
+                    self.spec_depth += n
+            self.res_cancel = 0 if kind == K_MISPREDICT else pkt.count
+        elif kind == K_SRC_ADDR:
+            stack.append([_SRC_ADDR, False, idx, pkt.address, pkt.isa, 0])
+            self.spec_depth += 1
+        elif kind == K_EVENT:
+            stack.append([_EVENT, False, idx, pkt.events, 0, 0])
+        elif kind == K_TRACE_INFO:
+            stack.append([_TINFO, False, idx, 0, 0, 0])
+        elif kind == K_EXCEPT_RTN:
+            stack.append([_EXCEP_RET, self.v7m, idx, 0, 0, 0])
+            if self.v7m:
+                self.spec_depth += 1
+        elif kind == K_FUNC_RET:
+            if self.v8m:
+                stack.append([_FUNC_RET, True, idx, 0, 0, 0])
+                self.spec_depth += 1
+        elif kind == K_TS_MARKER:
+            stack.append([_MARKER, False, idx, 0, 0, 0])
+        elif kind == K_OVERFLOW:
+            self.prev_overflow = True
+            self.spec_depth = 0
+            self.res_discard = True
+        elif kind == K_DISCARD:
+            self.spec_depth = 0
+            self.res_discard = True
+        elif kind == K_Q:
+            count = pkt.count or 0
+            if pkt.has_address:
+                stack.append([_Q, True, idx, count, pkt.address, pkt.isa])
+                self.spec_depth += 1
+            else:
+                stack.append([_Q, True, idx, count, None, 0])
+                self.elem_pending_addr = True
+        elif kind == K_TRANS_ST:
+            p0 = self.comm_trans_p0
+            stack.append([_TRANS_START, p0, idx, 0, 0, 0])
+            if p0:
+                self.spec_depth += 1
+        elif kind == K_TRANS_COMMIT:
+            stack.append([_TRANS_COMMIT, False, idx, 0, 0, 0])
+        elif kind == K_TRANS_FAIL:
+            stack.append([_TRANS_FAIL, False, idx, 0, 0, 0])
+        elif kind == K_ITE:
+            stack.append([_ITE, False, idx, pkt.el, pkt.value, 0])
+        elif kind in (K_ASYNC, K_IGNORE):
+            pass
+        else:
+            # Reserved, bad or unsupported (conditional and data trace, ETE PE
+            # reset) packets: the reference resets and reports NO_SYNC with the
+            # next packet.
+            self._reset()
+            self.unsync_reason = UnsyncReason.BAD_PACKET
+            return False
+
+        if is_addr and self.elem_pending_addr:
+            self.spec_depth += 1
+            self.elem_pending_addr = False
+        if self.spec_depth > self.max_spec_depth:
+            self.res_commit = self.spec_depth - self.max_spec_depth
+        return bool(self.res_commit or self.res_cancel or self.res_mispredict or self.res_discard)
+
+    # -- resolution ------------------------------------------------------------------
+
+    def _resolve(self) -> None:
+        """Commit / cancel / mispredict / discard, as the reference's resolveElements.
+
+        Elements of a step that ends in a sequence error are dropped, as the
+        reference drops the unsent elements when it resets.
+        """
+        final = self.out
+        while self.res_commit or self.res_cancel or self.res_mispredict or self.res_discard:
+            pending: list[Element] = []
+            self.out = pending
+            try:
+                if self.res_commit:
+                    self._commit()
+                if not self.res_commit:
+                    if self.res_cancel:
+                        self._cancel()
+                    if self.res_mispredict:
+                        self._mispredict()
+                    if self.res_discard:
+                        self._discard()
+            except _SeqError:
+                break
+            final.extend(pending)
+        self.out = final
+
+    def _commit(self) -> None:
+        """Process the stack from its oldest element until enough P0 elements are committed."""
+        stack = self.stack
+        out = self.out
+        num_req = self.res_commit
+        rs = self.rs
+        while self.res_commit:
+            if not stack:
+                self._seq_error()
+            e = stack[0]
+            k = e[_K]
+            if k == _ATOM:
+                n = e[_A]
+                bits = e[_B]
+                ix = e[_IX]
+                while n and self.res_commit:
+                    n -= 1
+                    if rs.pop_pending:
+                        self._rs_pop()
+                    if not self.need_ctxt and not self.need_addr:
+                        self._atom(bits & 1, ix)
+                    bits >>= 1
+                    self.res_commit -= 1
+                e[_A] = n
+                e[_B] = bits
+                if n:
+                    continue
+            elif k == _ADDR:
+                rs.pop_pending = False
+                rs.tinfo_wait = False
+                self.addr = e[_A]
+                self.isa = _A64 if self.is_64bit else (_T32 if e[_B] else _A32)
+                self.need_addr = False
+            elif k == _CTXT:
+                ctxt = e[_A]
+                if ctxt[0]:
+                    self._update_context(ctxt, e[_IX])
+                    stack.popleft()
+                    break  # the reference sends its output after a context change
+            elif k in _TS_CC_EVENT:
+                self._ts_cc_event(e)
+            elif k == _TRC_ON:
+                reason = TraceOnReason.OVERFLOW if self.prev_overflow else TraceOnReason.NORMAL
+                out.append(TraceOn(e[_IX], reason))
+                self.prev_overflow = False
+                rs.flush()
+            elif k == _EXCEP:
+                if rs.pop_pending:
+                    self._rs_pop()
+                self._exception()
+                self.res_commit -= 1
+            elif k == _MARKER:
+                self._marker(e)
+            elif k == _EXCEP_RET:
+                out.append(ExceptionRet(e[_IX]))
+                if e[_P0]:
+                    self.res_commit -= 1
+            elif k == _FUNC_RET:
+                if e[_P0]:
+                    self.res_commit -= 1
+            elif k == _SRC_ADDR:
+                self._source_address(e)
+                self.res_commit -= 1
+            elif k == _Q:
+                self._q_element()
+                self.res_commit -= 1
+            elif k in _TRANS:
+                if k == _TRANS_START and self.comm_trans_p0:
+                    self.res_commit -= 1
+                self._trans_elem(e)
+            elif k == _ITE:
+                self._ite(e)
+            elif k == _UNSEEN:
+                self.res_commit -= 1
+            elif k == _TINFO:
+                rs.tinfo_wait = True
+                rs.flush()
+            if stack:
+                stack.popleft()
+        self.spec_depth -= num_req - self.res_commit
+
+    def _cancel(self) -> None:
+        """Remove the newest ``res_cancel`` P0 elements, keeping TS/CC/event/marker/ITE."""
+        stack = self.stack
+        keep: list[list[Any]] = []
+        num_req = self.res_cancel
+        while self.res_cancel:
+            if not stack:
+                self.res_cancel = 0
+                self._seq_error()
+            e = stack[-1]
+            if e[_P0]:
+                if e[_K] == _ATOM:
+                    n = min(self.res_cancel, e[_A])
+                    e[_A] -= n
+                    self.res_cancel -= n
+                    if not e[_A]:
+                        stack.pop()
+                else:
+                    self.res_cancel -= 1
+                    stack.pop()
+            elif e[_K] in _KEEP_ON_CANCEL:
+                keep.append(stack.pop())
+            else:
+                stack.pop()
+        while keep:
+            stack.append(keep.pop())
+        self.spec_depth -= num_req - self.res_cancel
+
+    def _mispredict(self) -> None:
+        """Flip the newest atom, dropping addresses stacked after it."""
+        stack = self.stack
+        found = False
+        i = len(stack) - 1
+        while i >= 0:
+            e = stack[i]
+            k = e[_K]
+            if k == _ATOM:
+                e[_B] ^= 1 << (e[_A] - 1)
+                found = True
+                break
+            if k == _ADDR:
+                del stack[i]
+            elif k == _UNSEEN:
+                found = True
+                break
+            i -= 1
+        self.res_mispredict = False
+        if not found:
+            self._seq_error()
+
+    def _discard(self) -> None:
+        """Discard / overflow: output held TS/CC/events/markers, drop the rest, resync."""
+        stack = self.stack
+        while stack:
+            e = stack.popleft()
+            if e[_K] == _MARKER:
+                self._marker(e)
+            else:
+                self._ts_cc_event(e)
+        self.res_commit = self.res_cancel = 0
+        self.res_mispredict = self.res_discard = False
+        self.spec_depth = 0
+        self.state = _NO_SYNC
+        self.unsync_reason = UnsyncReason.OVERFLOW if self.prev_overflow else UnsyncReason.DISCARD
+        self.need_ctxt = True
+        self.need_addr = True
+        self.elem_pending_addr = False
+
+    # -- element output helpers --------------------------------------------------------
+
+    def _ts_cc_event(self, e: list[Any]) -> None:
+        k = e[_K]
+        if k == _CC:
+            self.out.append(CycleCount(e[_IX], e[_A]))
+        elif k == _EVENT:
+            self.out.append(Event(e[_IX], EventType.NUMBERED, e[_A]))
+        elif k in (_TS, _TS_CC):
+            # ETE with timestamp markers: no timestamp before the first marker.
+            if not self.ete_has_ts_marker or self.ete_first_ts_marker:
+                cc = e[_B] if k == _TS_CC else None
+                self.out.append(Timestamp(e[_IX], e[_A], cc))
+
+    def _marker(self, e: list[Any]) -> None:
+        if self.ete_has_ts_marker:
+            self.ete_first_ts_marker = True
+        self.out.append(SyncMarker(e[_IX], SyncMarkerType.TS, 0))
+
+    def _trans_elem(self, e: list[Any]) -> None:
+        self.out.append(MemTrans(e[_IX], _MEMTRANS[e[_K]]))
+
+    def _ite(self, e: list[Any]) -> None:
+        self.out.append(Instrumentation(e[_IX], e[_A], e[_B]))
+
+    def _update_context(self, ctxt: tuple[Any, ...], idx: int) -> None:
+        """Apply a context and emit PE_CONTEXT (the reference's updateContext)."""
+        _, sf, ns, nse, el, cid, vmid = ctxt
+        pe = self.pe
+        self.is_64bit = bool(sf)
+        pe.bits64 = bool(sf)
+        self.is_secure = not ns
+        if nse:
+            pe.security_level = SecLevel.REALM if ns else SecLevel.ROOT
+        else:
+            pe.security_level = SecLevel.NONSECURE if ns else SecLevel.SECURE
+        pe.exception_level = ExLevel(el)
+        pe.el_valid = True
+        if cid is not None:
+            pe.ctxt_id_valid = True
+            pe.context_id = cid
+        if vmid is not None:
+            pe.vmid_valid = True
+            pe.vmid = vmid
+        if self.is_64bit:
+            self.isa = _A64
+        elif self.isa == _A64:
+            self.isa = _A32
+        self.need_ctxt = False
+        self.out.append(PEContext(idx, pe.copy(), _ISA[self.isa]))
+        self.walker.set_context(pe.context_id, pe.vmid)
+
+    def _rs_pop(self) -> None:
+        r = self.rs.pop()
+        if r is None:
+            self._seq_error()  # popping an empty return stack
+        else:
+            self.addr, self.isa = r
+            self.need_addr = False
+
+    def _range(
+        self, idx: int, start: int, end: int, n: int, isa: int, taken: bool, last: Any
+    ) -> InstrRange:
+        size, itype, subtype, cond = last[0], last[1], last[2], last[3]
+        return InstrRange(
+            idx, start, end, n, _ISA[isa], taken, size, _ITYPE[itype], _ISUB[subtype], cond
+        )
+
+    # -- program flow ----------------------------------------------------------------
+
+    def _atom(self, taken: int, idx: int) -> None:
+        """Walk to the next waypoint and apply one atom (the reference's processAtom)."""
+        space = self._mem_space()
+        start = self.addr
+        isa = self.isa
+        found, count, end, itype, subtype, size, cond, link, target, next_isa, it = (
+            self.walker.block(start, isa, space, self.it if isa == _T32 else 0)
+        )
+        out = self.out
+        if found:
+            self.it = it
+            self.addr = end
+            ete_eret = False
+            if taken:
+                if itype == _BR:
+                    self.addr = target
+                    if link:
+                        self.rs.push(end, isa)
+                    self.it = 0
+                elif itype == _BR_IND:
+                    self.need_addr = True
+                    if link:
+                        self.rs.push(end, isa)
+                    self.it = 0
+                    if self.rs.active:
+                        self.rs.pop_pending = True
+                    if subtype == _V8_ERET and self.is_ete:
+                        ete_eret = True
+                self.isa = next_isa
+            out.append(
+                InstrRange(
+                    idx,
+                    start,
+                    end,
+                    count,
+                    _ISA[isa],
+                    bool(taken),
+                    size,
+                    _ITYPE[itype],
+                    _ISUB[subtype],
+                    cond,
+                )
+            )
+            if ete_eret:
+                # ETE has no exception-return packet: show the ERET as the reference does.
+                out.append(ExceptionRet(idx))
+            return
+        # No waypoint: the code at ``end`` is not in any memory image.
+        self.need_addr = True
+        self.it = it
+        if count:
+            out.append(
+                InstrRange(
+                    idx,
+                    start,
+                    end,
+                    count,
+                    _ISA[isa],
+                    True,
+                    size,
+                    _ITYPE[itype],
+                    _ISUB[subtype],
+                    cond,
+                )
+            )
+            self.isa = next_isa
+        self.addr = end
+        out.append(AddrNacc(idx, end, space))
+
+    def _exception(self) -> None:
+        """Range up to the preferred return address, then EXCEPTION (processException)."""
+        stack = self.stack
+        ex = stack.popleft()
+        idx = ex[_IX]
+        br_tgt = bool(ex[_B])
+        ctxt_elem = None
+        if stack and stack[0][_K] == _CTXT:
+            ctxt_elem = stack.popleft()
+        if not stack or stack[0][_K] != _ADDR:
+            self._seq_error()  # no address after the exception
+        addr_elem = stack[0]  # removed by the commit loop, as in the reference
+        ret_addr = addr_elem[_A]
+        if br_tgt:
+            # The return address is also the target of the previous branch: no range.
+            b64 = self.isa == _A64 if ctxt_elem is None else bool(ctxt_elem[_A][1])
+            self.addr = ret_addr
+            self.isa = _T32 if addr_elem[_B] else (_A64 if b64 else _A32)
+            self.need_addr = False
+        out = self.out
+        if ctxt_elem is not None:
+            self._update_context(ctxt_elem[_A], idx)
+        tail = self.m_profile and ret_addr == _M_CLASS_TAIL_ADDR
+        if self.addr < ret_addr and not tail:
+            space = self._mem_space()
+            start = self.addr
+            isa = self.isa
+            found, count, end, last, it = self.walker.walk_to(
+                start, isa, space, ret_addr, self.it if isa == _T32 else 0
+            )
+            self.it = it
+            if count:
+                out.append(self._range(idx, start, end, count, isa, True, last))
+                self.isa = last[4]
+            self.addr = end
+            if not found:
+                self.need_addr = True
+                out.append(AddrNacc(idx, end, space))
+        out.append(Exception_(idx, ex[_A], None if tail else ret_addr, br_tgt, m_tail_chain=tail))
+        self.it = 0
+
+    def _q_element(self) -> None:
+        """Q element: N instructions executed, path known only if walkable (processQElement)."""
+        stack = self.stack
+        q = stack.popleft()
+        idx = q[_IX]
+        count = q[_A]
+        if q[_B] is None:
+            ctxt_elem = None
+            if stack and stack[0][_K] == _CTXT:
+                ctxt_elem = stack.popleft()
+            if not stack or stack[0][_K] != _ADDR:
+                self._seq_error()
+            a = stack.popleft()
+            q_addr, q_is = a[_A], a[_B]
+            if ctxt_elem is not None:
+                stack.appendleft(ctxt_elem)
+        else:
+            q_addr, q_is = q[_B], q[_C]
+        start = self.addr
+        isa = self.isa
+        walked = 0
+        end = start
+        if count:
+            walked, end, last, is_branch, it = self.walker.walk_count(
+                start, isa, self._mem_space(), count, self.it if isa == _T32 else 0
+            )
+            self.it = it
+        if count and walked == count and (end == q_addr or is_branch):
+            self.out.append(self._range(idx, start, end, walked, isa, True, last))
+        else:
+            q_isa = _A64 if self.is_64bit else (_T32 if q_is else _A32)
+            self.out.append(IRangeNoPath(idx, start, q_addr, count, _ISA[q_isa]))
+        self.addr = q_addr
+        self.isa = _A64 if self.is_64bit else (_T32 if q_is else _A32)
+        self.need_addr = False
+
+    def _source_address(self, e: list[Any]) -> None:
+        """ETE source address: the range up to and including the instruction there."""
+        idx = e[_IX]
+        src = e[_A]
+        space = self._mem_space()
+        curr = self.addr
+        isa = self.isa
+        walker = self.walker
+        info = walker.instr_at(src, isa, space)
+        out = self.out
+        if info is None:
+            out.append(AddrNacc(idx, src, space))
+            return
+        size, itype, _, _, link, target, next_isa = info
+        after = src + size
+        if self.need_addr or curr > src:
+            self.need_addr = False
+            st = src
+        else:
+            st = curr
+        num = 1
+        if after - st > size:
+            if isa != _T32 and not self.src_addr_n:
+                num = (after - st) // 4
+            else:
+                num = 0
+                a = st
+                while a < after:
+                    ii = walker.instr_at(a, isa, space)
+                    if ii is None:
+                        out.append(AddrNacc(idx, src, space))
+                        num = 1
+                        st = src
+                        break
+                    a += ii[0]
+                    num += 1
+                    if self.src_addr_n and a < after and ii[1] != _OTHER:
+                        out.append(self._range(idx, st, a, num, isa, False, ii))
+                        st = a
+                        num = 0
+        self.addr = after
+        if itype == _BR:
+            if link:
+                self.rs.push(after, isa)
+            self.addr = target
+        elif itype == _BR_IND:
+            self.need_addr = True
+            if link:
+                self.rs.push(after, isa)
+            if self.rs.active:
+                self.rs.pop_pending = True
+        # The reference switches the ISA before it fills in the range.
+        self.isa = next_isa
+        out.append(self._range(idx, st, after, num, next_isa, True, info))
+
+
+def _ctxt_of(pkt: Any) -> tuple[Any, ...]:
+    """``(updated, SF, NS, NSE, EL, context ID or None, VMID or None)`` of a context packet."""
+    return (
+        bool(pkt.updated),
+        pkt.sf,
+        pkt.ns,
+        pkt.nse,
+        pkt.el,
+        pkt.context_id if pkt.cid_updated else None,
+        pkt.vmid if pkt.vmid_updated else None,
+    )
+
+
+def iter_elements(
+    packets: Iterable[Packet], config: Any, context: DecodeContext
+) -> Iterator[Element]:
+    """Decode the packets of one ETMv4/ETE trace ID into generic elements."""
+    dec = Etmv4Decoder(config, context)
+    decode = dec.decode
+    for pkt in packets:
+        out = decode(pkt)
+        if out:
+            yield from out
+    yield from dec.finish()
