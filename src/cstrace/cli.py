@@ -74,7 +74,10 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _lines(snapshot: Snapshot, args: argparse.Namespace, err: TextIO) -> Iterator[str]:
+def _lines(
+    snapshot: Snapshot, args: argparse.Namespace, err: TextIO, errors: list[str]
+) -> Iterator[str]:
+    """The output lines of ``decode``; capture errors are printed and kept in ``errors``."""
     from cstrace.render.ocsd import listing_lines
     from cstrace.render.text import json_line, text_line
 
@@ -87,14 +90,17 @@ def _lines(snapshot: Snapshot, args: argparse.Namespace, err: TextIO) -> Iterato
         decoded = session.open_buffer(buffer)
         for notice in decoded.notices:
             print(f"cstrace: warning: {notice}", file=err)
+        for error in decoded.errors:
+            print(f"cstrace: error: {error}", file=err)
+        errors.extend(decoded.errors)
         if args.format == "ocsd":
             yield f"Using {buffer.name} as trace source"
-            for issue in decoded.demux.issues:
-                yield f"CAPTURE ERROR at offset {issue.offset}: {issue.message}"
+            for error in decoded.errors:
+                yield f"CAPTURE ERROR: {error}"
         elif args.format == "text":
             yield f"# buffer {buffer.name} ({buffer.format})"
-            for issue in decoded.demux.issues:
-                yield f"# capture error at offset {issue.offset:#x}: {issue.message}"
+            for error in decoded.errors:
+                yield f"# capture error: {error}"
         for run in decoded.runs:
             if args.format == "ocsd":
                 yield from listing_lines(run, packets=not args.no_packets)
@@ -133,6 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "decode":
             snapshot = read_snapshot(args.snapshot)
+            errors: list[str] = []
             if args.output:
                 try:
                     out_file = open(args.output, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
@@ -140,13 +147,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
                     return 2
                 with out_file:
-                    _write(_lines(snapshot, args, err), out_file)
+                    _write(_lines(snapshot, args, err, errors), out_file)
             else:
                 stdout = sys.stdout
                 if isinstance(stdout, io.TextIOWrapper):
                     stdout.reconfigure(newline="\n")
-                _write(_lines(snapshot, args, err), stdout)
+                _write(_lines(snapshot, args, err, errors), stdout)
                 stdout.flush()
+            return 2 if errors else 0
         return 0
     except CstraceError as exc:
         print(f"cstrace: error: {exc}", file=err)

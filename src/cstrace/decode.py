@@ -58,6 +58,8 @@ class BufferDecode:
     demux: Demux
     runs: list[SourceRun]
     notices: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    """Problems with the capture itself (empty, truncated, bad framing), one line each."""
 
 
 class Session:
@@ -89,13 +91,27 @@ class Session:
             self._memory[key] = mm
         return mm
 
+    def _where(self, buffer: TraceBuffer, offset: int) -> str:
+        """Name the file of ``buffer`` holding capture ``offset``, and the offset in it."""
+        tree = self.snapshot.tree
+        start = 0
+        for f in buffer.files:
+            size = tree.size(f)
+            if offset < start + size or f == buffer.files[-1]:
+                return f"{tree.display(f)}: offset {offset - start:#x}"
+            start += size
+        return f"{buffer.name}: offset {offset:#x}"  # pragma: no cover - no files
+
     def open_buffer(self, buffer: TraceBuffer) -> BufferDecode:
         """Demultiplex ``buffer`` and prepare a run for each source it holds."""
         data = self.snapshot.read_buffer(buffer)
         result = demux(data, buffer.format)
         notices: list[str] = []
+        errors: list[str] = []
+        if not data:
+            errors.append(f"{self._where(buffer, 0)}: trace buffer {buffer.name!r} is empty")
         for issue in result.issues:
-            notices.append(f"{buffer.name}: offset {issue.offset:#x}: {issue.message}")
+            errors.append(f"{self._where(buffer, issue.offset)}: {issue.message}")
         sources = self.snapshot.sources_for(buffer)
         single = buffer.format == "source_data"
         if single:
@@ -141,4 +157,4 @@ class Session:
                 )
             )
         self.notices.extend(n for n in notices if n not in self.notices)
-        return BufferDecode(buffer, result, runs, notices)
+        return BufferDecode(buffer, result, runs, notices, errors)

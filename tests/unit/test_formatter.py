@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cstrace.capture import demux
+from cstrace.capture.encode import format_frames
 from cstrace.capture.formatter import demux_frames
 
 
@@ -188,3 +189,29 @@ def test_offsets_array_matches_offset_at() -> None:
         assert all(stream.offset_at(i) == offs[i] for i in range(0, len(stream), 7))
         joined = b"".join(chunk for _, chunk in stream.chunks())
         assert joined == stream.data
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([0x10, 0x11, 0x22, 0x6F]), st.binary(min_size=1, max_size=40)),
+        max_size=30,
+    )
+)
+def test_encode_then_demux_round_trip(pieces: list[tuple[int, bytes]]) -> None:
+    frames = format_frames(pieces)
+    assert len(frames) % 16 == 0
+    result = demux(frames, "coresight")
+    expected: dict[int, bytes] = {}
+    for tid, data in pieces:
+        expected[tid] = expected.get(tid, b"") + data
+    got = {tid: s.data for tid, s in result.streams.items() if tid != 0}
+    assert got == expected
+
+
+def test_frames_without_any_id_byte() -> None:
+    # Data before the first ID has no owner; a block without IDs keeps the current ID.
+    assert demux(bytes(64), "coresight").streams == {}
+    first = frame([0x03, *range(1, 15)])
+    result = demux(first + bytes(16 * 3), "coresight")
+    assert len(result.streams[1].data) == 14 + 15 * 3

@@ -209,7 +209,7 @@ class _Unpacker:
         has[general] = np.arange(general.size)
         np.maximum.accumulate(has, out=has)
         cur_in = np.full(n, self.current_id, dtype=np.int16)
-        if n > 1:
+        if n > 1 and general.size:
             prev = has[:-1]
             cur_in[1:] = np.where(prev >= 0, last_id[np.maximum(prev, 0)], self.current_id)
         if general.size:
