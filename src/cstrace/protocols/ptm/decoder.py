@@ -69,6 +69,7 @@ from cstrace.protocols.ptm.packets import (
     ExceptionReturn,
     ISync,
     ISyncReason,
+    NotSync,
     Reserved,
     Timestamp,
     Trigger,
@@ -287,7 +288,13 @@ def iter_elements(
     elem_isa = int(Isa.UNKNOWN)
     offset = 0
 
+    seen_notsync = False
     for pkt in packets:
+        if isinstance(pkt, NotSync):
+            # the reference hands only the first unsynchronised block to its decoder
+            if seen_notsync:
+                continue
+            seen_notsync = True
         offset = pkt.offset
         if state != _DECODE:
             if state == _NO_SYNC:
@@ -377,7 +384,8 @@ def iter_elements(
             case BadSequence() | Reserved():
                 state = _WAIT_SYNC
                 need_isync = True
-                yield NoSync(offset, UnsyncReason.BAD_PACKET)
+                # the reference gives no reason here: it prints "undefined"
+                yield NoSync(offset, UnsyncReason.UNKNOWN)
                 continue
             case _:
                 continue  # A-sync, ignore, not-sync and incomplete packets
