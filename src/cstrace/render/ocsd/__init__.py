@@ -50,7 +50,9 @@ def listing_lines(run: SourceRun, *, packets: bool = True) -> Iterator[str]:
     def flush() -> Iterator[str]:
         while pending:
             p = pending.popleft()
-            if packets:
+            # The reference's raw-packet monitor skips packets with no bytes
+            # (they still reach the decoder, e.g. an empty NOTSYNC).
+            if packets and p.raw:
                 yield f"Idx:{p.offset}; ID:{pid}; [{hexbytes(p.raw)}];\t{text_of(p)}"
 
     for elem in run.elements(tap(run.packets())):

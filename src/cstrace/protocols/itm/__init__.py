@@ -1,0 +1,24 @@
+"""ITM (Instrumentation Trace Macrocell) software and hardware source trace.
+
+Input: one ITM trace ID's bytes; output: ITM packets
+(:mod:`~cstrace.protocols.itm.packets`) and ``ITMTRACE`` elements. The
+configuration comes from the ITM trace control register (``ITMTCR``, or
+``CONTROL_REGISTER``): trace ID in bits [22:16], local timestamp prescaler.
+:mod:`~cstrace.protocols.itm.encoder` writes ITM streams (tests, examples).
+"""
+
+from __future__ import annotations
+
+from cstrace.protocols.base import ProtocolSpec
+from cstrace.protocols.itm.config import ItmConfig, configure
+from cstrace.protocols.itm.decoder import iter_elements
+from cstrace.protocols.itm.reader import iter_packets
+
+__all__ = ["PROTOCOL", "ItmConfig", "configure", "iter_elements", "iter_packets"]
+
+PROTOCOL = ProtocolSpec(
+    name="itm",
+    configure=configure,
+    iter_packets=iter_packets,
+    iter_elements=iter_elements,
+)
