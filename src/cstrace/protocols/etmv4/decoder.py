@@ -287,6 +287,7 @@ class Etmv4Decoder:
         self.max_spec_depth = int(getattr(config, "max_spec_depth", 0))
         self.comm_trans_p0 = bool(getattr(config, "comm_trans_p0", True))
         self.ts_with_cc = bool(getattr(config, "cycle_counting", False))
+        self.commit_opt1 = bool(getattr(config, "commit_opt1", False))
         idr0 = int(getattr(config, "idr0", 0))
         self.ete_has_ts_marker = int(getattr(config, "full_version", 0)) >= 0x51 and bool(
             idr0 & 0x800000
@@ -456,7 +457,10 @@ class Etmv4Decoder:
             stack.append([_CTXT, False, idx, _ctxt_of(pkt), 0, 0])
         elif kind == K_CCNT:
             stack.append([_CC, False, idx, pkt.count, 0, 0])
-            self.res_commit = pkt.commit or 0
+            if not self.commit_opt1:
+                # With TRCIDR0.COMMOPT == 1 cycle counts imply no commit (the
+                # corpus shows 1.8.0 ignores the format-2 commit field then).
+                self.res_commit = pkt.commit or 0
         elif kind == K_TIMESTAMP:
             if self.ts_with_cc:
                 cc = pkt.cycle_count
