@@ -79,12 +79,10 @@ from cstrace.protocols.ptm.packets import (
 __all__ = ["ReturnStack", "iter_elements"]
 
 _ISAS = tuple(Isa)
-_TYPES = tuple(InstrType)
-_SUBTYPES = tuple(InstrSubtype)
-_BR = int(InstrType.BR)
-_BR_IND = int(InstrType.BR_INDIRECT)
-_OTHER = int(InstrType.OTHER)
-_A32 = int(Isa.A32)
+_BR = InstrType.BR
+_BR_IND = InstrType.BR_INDIRECT
+_OTHER = InstrType.OTHER
+_NONE = InstrSubtype.NONE
 _T32 = int(Isa.T32)
 _TRACE_ON = {
     ISyncReason.PERIODIC: TraceOnReason.NORMAL,
@@ -99,7 +97,7 @@ _WAIT_SYNC = 1
 _WAIT_ISYNC = 2
 _DECODE = 3
 
-Block = tuple[bool, int, int, int, int, int, bool, bool, int, int]
+Block = tuple[bool, int, int, InstrType, InstrSubtype, int, bool, bool, int, int]
 """A walk: ``(found, count, end, itype, subtype, size, cond, link, target, next_isa)``.
 
 ``found``: the walk ended on a waypoint, else at ``end`` whose opcode is not
@@ -210,13 +208,13 @@ class _Walker:
             if s.reason == 0:  # StopReason.WAYPOINT
                 break
         if last is None:
-            return (False, 0, a, _OTHER, 0, 0, False, False, 0, isa)
+            return (False, 0, a, _OTHER, _NONE, 0, False, False, 0, isa)
         return (
-            last.itype != _OTHER,
+            last.itype is not _OTHER,
             count,
             a,
-            int(last.itype),
-            int(last.subtype),
+            last.itype,
+            last.subtype,
             last.size,
             last.is_cond,
             last.is_link,
@@ -249,13 +247,13 @@ class _Walker:
             if info.address == match:
                 break
         if info is None:
-            return (False, 0, a, _OTHER, 0, 0, False, False, 0, isa)
+            return (False, 0, a, _OTHER, _NONE, 0, False, False, 0, isa)
         return (
             info.address == match,
             count,
             a,
-            int(info.itype),
-            int(info.subtype),
+            info.itype,
+            info.subtype,
             info.size,
             info.is_cond,
             info.is_link,
@@ -284,19 +282,21 @@ def iter_elements(
     # PE context
     ctxt = PEContextInfo(SecLevel.SECURE)
     space = int(MemSpace.S)
+    cache = walker.cache(space)
     # the reference reuses one output element: its ISA persists between elements
     elem_isa = int(Isa.UNKNOWN)
     offset = 0
-
+    isas = _ISAS
     seen_notsync = False
+
     for pkt in packets:
-        if isinstance(pkt, NotSync):
-            # the reference hands only the first unsynchronised block to its decoder
-            if seen_notsync:
-                continue
-            seen_notsync = True
-        offset = pkt.offset
         if state != _DECODE:
+            if type(pkt) is NotSync:
+                # the reference hands only the first unsynchronised block to its decoder
+                if seen_notsync:
+                    continue
+                seen_notsync = True
+            offset = pkt.offset
             if state == _NO_SYNC:
                 reason = UnsyncReason.RESET_DECODER if context.reset else UnsyncReason.INIT_DECODER
                 yield NoSync(offset, reason)
@@ -309,17 +309,19 @@ def iter_elements(
             if not isinstance(pkt, ISync):
                 continue
             state = _DECODE
+        offset = pkt.offset
 
-        # work for the code walks of this packet: (atom E?, walk kind) pairs
+        # the code walks this packet asks for: ``nwalk`` atoms, E/N in ``bits``
+        to_addr = False
+        bits = 0
         match pkt:
-            case Atom(bits=bits, count=n):
+            case Atom(bits=bits, count=nwalk):
                 if not pe_valid:
                     continue
                 cc = pkt.cycle_count
-                walks = [(bool((bits >> i) & 1), False) for i in range(n)]
             case BranchAddress():
                 cc = pkt.cycle_count
-                walks = []
+                nwalk = 0
                 if pkt.exception is not None:
                     yield Exception_(
                         offset,
@@ -328,12 +330,12 @@ def iter_elements(
                         cycle_count=cc,
                     )
                 elif pe_valid:
-                    walks = [(True, False)]
+                    nwalk, bits = 1, 1  # a branch address implies an E atom
             case WaypointUpdate():
                 if not pe_valid:
                     continue
                 cc = None
-                walks = [(True, True)]
+                nwalk, bits, to_addr = 1, 1, True
             case ISync():
                 pe_addr = pkt.address
                 pe_isa = int(pkt.isa)
@@ -348,6 +350,7 @@ def iter_elements(
                     )
                 ctxt.security_level = SecLevel.NONSECURE if pkt.ns else SecLevel.SECURE
                 space = int(MemSpace.N if pkt.ns else MemSpace.S)
+                cache = walker.cache(space)
                 if need_isync or pkt.reason != ISyncReason.PERIODIC:
                     yield TraceOn(offset, _TRACE_ON[pkt.reason], pkt.cycle_count)
                 else:
@@ -356,21 +359,23 @@ def iter_elements(
                 stack.flush()
                 if show_ctxt:
                     elem_isa = pe_isa
-                    yield PEContext(offset, ctxt.copy(), _ISAS[pe_isa])
+                    yield PEContext(offset, ctxt.copy(), isas[pe_isa])
                 continue
             case ContextID(context_id=cid):
                 if not (ctxt.ctxt_id_valid and ctxt.context_id == cid):
                     ctxt.context_id = cid
                     ctxt.ctxt_id_valid = True
                     walker.memory.set_context(cid, ctxt.vmid if ctxt.vmid_valid else None)
-                    yield PEContext(offset, ctxt.copy(), _ISAS[elem_isa])
+                    cache = walker.cache(space)
+                    yield PEContext(offset, ctxt.copy(), isas[elem_isa])
                 continue
             case VMID(vmid=vmid):
                 if not (ctxt.vmid_valid and ctxt.vmid == vmid):
                     ctxt.vmid = vmid
                     ctxt.vmid_valid = True
                     walker.memory.set_context(ctxt.context_id if ctxt.ctxt_id_valid else None, vmid)
-                    yield PEContext(offset, ctxt.copy(), _ISAS[elem_isa])
+                    cache = walker.cache(space)
+                    yield PEContext(offset, ctxt.copy(), isas[elem_isa])
                 continue
             case Timestamp(timestamp=ts, cycle_count=tcc):
                 yield TimestampElem(offset, ts, tcc)
@@ -388,15 +393,13 @@ def iter_elements(
                 yield NoSync(offset, UnsyncReason.UNKNOWN)
                 continue
             case _:
-                continue  # A-sync, ignore, not-sync and incomplete packets
+                continue  # A-sync, ignore and incomplete packets
 
-        # follow the code for each atom (implied or explicit) of this packet
-        is_atom_pkt = isinstance(pkt, Atom)
-        cache = walker.cache(space)
-        for taken, to_addr in walks:
-            if pe_isa != _A32 and pe_isa != _T32:
+        # follow the code for each atom (explicit or implied) of this packet
+        for _ in range(nwalk):
+            if pe_isa > _T32:  # Jazelle, ThumbEE...: not decodable
                 # the reference reads the opcode before refusing the instruction set
-                pe_valid = False  # unsupported ISA: wait for the next address
+                pe_valid = False
                 if not walker.readable(pe_addr, space):
                     yield AddrNacc(offset, pe_addr, MemSpace(space))
                 break
@@ -415,28 +418,21 @@ def iter_elements(
                 if count:
                     elem_isa = pe_isa
                     yield InstrRange(
-                        offset,
-                        pe_addr,
-                        end,
-                        count,
-                        _ISAS[pe_isa],
-                        True,
-                        size,
-                        _TYPES[itype],
-                        _SUBTYPES[subtype],
-                        cond,
+                        offset, pe_addr, end, count, isas[pe_isa], True, size, itype, subtype, cond
                     )
                 yield AddrNacc(offset, end, MemSpace(space))
                 break
+            taken = bits & 1
+            bits >>= 1
             next_addr = end
             if taken:
-                if itype == _BR:
+                if itype is _BR:
                     next_addr = target
                     if link:
                         stack.push(end, pe_isa)
-                elif itype == _BR_IND:
+                elif itype is _BR_IND:
                     pe_valid = False
-                    if stack.active and is_atom_pkt:
+                    if stack.active and type(pkt) is Atom:
                         popped = stack.pop()
                         if stack.overflow:
                             return  # the reference stops decoding with a fatal error
@@ -451,11 +447,11 @@ def iter_elements(
                 pe_addr,
                 end,
                 count,
-                _ISAS[pe_isa],
-                taken,
+                isas[pe_isa],
+                bool(taken),
                 size,
-                _TYPES[itype],
-                _SUBTYPES[subtype],
+                itype,
+                subtype,
                 cond,
                 cc,
             )
@@ -464,7 +460,7 @@ def iter_elements(
             if not pe_valid:
                 break
 
-        if isinstance(pkt, BranchAddress):
+        if type(pkt) is BranchAddress:
             pe_isa = int(pkt.isa)
             pe_addr = pkt.address
             pe_valid = True

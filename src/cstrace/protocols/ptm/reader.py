@@ -123,6 +123,7 @@ def _build_table() -> tuple[PtmPacketType, ...]:
 
 HEADER_TABLE: tuple[PtmPacketType, ...] = _build_table()
 """Packet kind of every header byte."""
+_KINDS: tuple[int, ...] = tuple(int(k) for k in HEADER_TABLE)
 
 
 def _atom_table() -> tuple[tuple[int, int], ...]:
@@ -155,6 +156,18 @@ def _atom_table() -> tuple[tuple[int, int], ...]:
 
 
 _ATOMS = _atom_table()
+# Packet kinds as plain ints for the reading loop (enum attribute lookups are slow).
+_K_ATOM = int(T.ATOM)
+_K_BRANCH = int(T.BRANCH_ADDRESS)
+_K_ISYNC = int(T.I_SYNC)
+_K_TS = int(T.TIMESTAMP)
+_K_ASYNC = int(T.A_SYNC)
+_K_WP = int(T.WAYPOINT_UPDATE)
+_K_CTXT = int(T.CONTEXT_ID)
+_K_VMID = int(T.VMID)
+_K_TRIGGER = int(T.TRIGGER)
+_K_ERET = int(T.EXCEPTION_RETURN)
+_K_IGNORE = int(T.IGNORE)
 _ISA_BY_T = (Isa.A32, Isa.T32)
 _BLOCK = 1024  # the reference lister reads captures 1024 bytes at a time
 _UNSYNC_MAX = 16  # unsynchronised bytes reported per NotSync packet at most
@@ -375,8 +388,18 @@ def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> It
     ctxt_bytes = config.ctxt_id_bytes
     ts_max = 10 if config.ts_64bit else 8
     ts_size = 64 if config.ts_64bit else 48
-    table = HEADER_TABLE
+    table = _KINDS
     atoms = _ATOMS
+    K_ATOM, K_BRANCH, K_ISYNC, K_TS, K_ASYNC = _K_ATOM, _K_BRANCH, _K_ISYNC, _K_TS, _K_ASYNC
+    K_WP, K_CTXT, K_VMID, K_TRIGGER = _K_WP, _K_CTXT, _K_VMID, _K_TRIGGER
+    K_ERET, K_IGNORE = _K_ERET, _K_IGNORE
+    isa_unknown, isa_a32, isa_t32, isa_tee, isa_jaz = (
+        Isa.UNKNOWN,
+        Isa.A32,
+        Isa.T32,
+        Isa.TEE,
+        Isa.JAZELLE,
+    )
 
     # capture index of a stream position: walk the runs forward
     run_pos = stream.run_pos.tolist()
@@ -409,7 +432,7 @@ def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> It
         kind = table[h]
         pos += 1
 
-        if kind == T.ATOM:
+        if kind == K_ATOM:
             if not ca:
                 bits, count = atoms[h]
                 yield Atom(offset, data[start:pos], bits, count)
@@ -428,11 +451,11 @@ def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> It
             yield Atom(offset, data[start:pos], 0 if h & 2 else 1, 1, _cycle_count(data, start))
             continue
 
-        if kind == T.BRANCH_ADDRESS:
+        if kind == K_BRANCH:
             num_addr = 1
             num_exc = 0
             cc_bytes = 0
-            addr_isa = Isa.UNKNOWN
+            addr_isa = isa_unknown
             got_addr = got_exc = done = False
             if not h & 0x80:
                 got_addr = got_exc = True
@@ -455,11 +478,11 @@ def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> It
                         got_addr = True
                         done = got_exc and not ca
                         if b & 0x20:
-                            addr_isa = Isa.JAZELLE
+                            addr_isa = isa_jaz
                         elif (b & 0x30) == 0x10:
-                            addr_isa = Isa.T32
+                            addr_isa = isa_t32
                         else:
-                            addr_isa = Isa.A32
+                            addr_isa = isa_a32
                     num_addr += 1
                 elif not got_exc:
                     if num_exc == 0:
@@ -478,12 +501,12 @@ def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> It
             if truncated:
                 pos = start
                 break
-            if addr_isa == Isa.UNKNOWN:
+            if addr_isa == isa_unknown:
                 addr_isa = isa
-            if addr_isa == Isa.TEE and not alt_isa_exc:
-                addr_isa = Isa.T32
-            elif addr_isa == Isa.T32 and alt_isa_exc:
-                addr_isa = Isa.TEE
+            if addr_isa == isa_tee and not alt_isa_exc:
+                addr_isa = isa_t32
+            elif addr_isa == isa_t32 and alt_isa_exc:
+                addr_isa = isa_tee
             changed = addr_isa != isa
             isa = addr_isa
             value, nbits = _extract_address(data, start, num_addr, isa)
@@ -519,7 +542,7 @@ def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> It
             )
             continue
 
-        if kind == T.I_SYNC:
+        if kind == K_ISYNC:
             need = 6 + ctxt_bytes
             need_cc = False
             got_cc = False
@@ -548,7 +571,7 @@ def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> It
             ns = bool(info & 0x08)
             alt_isa = bool(info & 0x04)
             hyp = bool(info & 0x02)
-            new_isa = (Isa.TEE if alt_isa else Isa.T32) if data[start + 1] & 1 else Isa.A32
+            new_isa = (isa_tee if alt_isa else isa_t32) if data[start + 1] & 1 else isa_a32
             changed = new_isa != isa
             isa = new_isa
             address = (
@@ -569,7 +592,7 @@ def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> It
             )
             continue
 
-        if kind == T.TIMESTAMP:
+        if kind == K_TS:
             got_ts = False
             cc_len = 0
             done = False
@@ -625,7 +648,7 @@ def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> It
             yield Timestamp(offset, data[start:pos], timestamp, nbits, cc)
             continue
 
-        if kind == T.A_SYNC:
+        if kind == K_ASYNC:
             zeros = 1
             result = -1
             while pos < n:
@@ -648,9 +671,9 @@ def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> It
                 yield BadSequence(offset, data[start:pos], T.A_SYNC)
             continue
 
-        if kind == T.WAYPOINT_UPDATE:
+        if kind == K_WP:
             num_addr = 0
-            addr_isa = Isa.UNKNOWN
+            addr_isa = isa_unknown
             got_addr = got_exc = done = False
             while not done and pos < n:
                 b = data[pos]
@@ -664,11 +687,11 @@ def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> It
                         got_addr = True
                         done = got_exc
                         if b & 0x20:
-                            addr_isa = Isa.JAZELLE
+                            addr_isa = isa_jaz
                         elif (b & 0x30) == 0x10:
-                            addr_isa = Isa.T32
+                            addr_isa = isa_t32
                         else:
-                            addr_isa = Isa.A32
+                            addr_isa = isa_a32
                     num_addr += 1
                 else:
                     alt_isa_exc = 1 if b & 0x40 else 0
@@ -676,12 +699,12 @@ def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> It
             if not done:
                 pos = start
                 break
-            if addr_isa == Isa.UNKNOWN:
+            if addr_isa == isa_unknown:
                 addr_isa = isa
-            if addr_isa == Isa.TEE and not alt_isa_exc:
-                addr_isa = Isa.T32
-            elif addr_isa == Isa.T32 and alt_isa_exc:
-                addr_isa = Isa.TEE
+            if addr_isa == isa_tee and not alt_isa_exc:
+                addr_isa = isa_t32
+            elif addr_isa == isa_t32 and alt_isa_exc:
+                addr_isa = isa_tee
             changed = addr_isa != isa
             isa = addr_isa
             value, nbits = _extract_address(data, start + 1, num_addr, isa)
@@ -692,7 +715,7 @@ def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> It
             yield WaypointUpdate(offset, data[start:pos], address, isa, valid_bits, nbits, changed)
             continue
 
-        if kind == T.CONTEXT_ID:
+        if kind == K_CTXT:
             if n - pos < ctxt_bytes:
                 pos = start
                 break
@@ -701,7 +724,7 @@ def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> It
             yield ContextID(offset, data[start:pos], context_id)
             continue
 
-        if kind == T.VMID:
+        if kind == K_VMID:
             if pos >= n:
                 pos = start
                 break
@@ -709,11 +732,11 @@ def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> It
             yield VMID(offset, data[start:pos], data[pos - 1])
             continue
 
-        if kind == T.TRIGGER:
+        if kind == K_TRIGGER:
             yield Trigger(offset, data[start:pos])
-        elif kind == T.EXCEPTION_RETURN:
+        elif kind == K_ERET:
             yield ExceptionReturn(offset, data[start:pos])
-        elif kind == T.IGNORE:
+        elif kind == K_IGNORE:
             yield Ignore(offset, data[start:pos])
         else:
             yield Reserved(offset, data[start:pos])
