@@ -1,0 +1,24 @@
+"""ETMv3 (ETM architecture v3.0-v3.5) instruction trace: configuration, packets, decoder.
+
+Input: the trace bytes of one ETMv3 trace source (ARM IHI 0014Q, "Embedded Trace
+Macrocell Architecture Specification", chapter 7 "ETMv3 Signal Protocol") and
+its registers; output: packets (:mod:`.packets`) and generic trace elements.
+``PROTOCOL`` is what the decode pipeline uses.
+"""
+
+from __future__ import annotations
+
+from cstrace.protocols.base import ProtocolSpec
+from cstrace.protocols.etmv3.config import Etmv3Config, configure
+from cstrace.protocols.etmv3.decoder import iter_elements
+from cstrace.protocols.etmv3.reader import iter_packets
+
+__all__ = ["PROTOCOL", "Etmv3Config", "configure", "iter_elements", "iter_packets"]
+
+PROTOCOL = ProtocolSpec(
+    name="etmv3",
+    configure=configure,
+    iter_packets=iter_packets,
+    iter_elements=iter_elements,
+    uses_memory=True,
+)

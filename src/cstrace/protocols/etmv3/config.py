@@ -1,0 +1,167 @@
+"""ETMv3 configuration: the trace options of one ETM, from its ID and control registers.
+
+Input: a trace source device of type ``ETM3.x`` (registers ETMCR, ETMCCER,
+ETMIDR, ETMTRACEIDR) and the core it traces; output: an :class:`Etmv3Config`.
+
+Register fields (ARM IHI 0014Q, chapter 3 "Programmers' Model"):
+
+- ETMCR (0x000): bit 2 data value trace, bit 3 data address trace, bit 12
+  cycle-accurate tracing, bits 15:14 context ID size (0, 1, 2 or 4 bytes), bit 20
+  data-only mode, bit 28 timestamp enable, bit 30 VMID trace enable;
+- ETMCCER (0x07A): bit 22 timestamping implemented, bit 26 virtualisation
+  extensions implemented, bit 29 timestamps are 64 bits (else 48);
+- ETMIDR (0x079): bits 7:4 minor architecture revision (the ``x`` of ETMv3.x),
+  bit 20 alternative branch packet encoding implemented (meaningful from ETMv3.4);
+- ETMTRACEIDR (0x080): bits 6:0 the CoreSight trace ID.
+
+The reference decoder needs all four registers and the core's architecture and
+profile (Cortex-M cores are ARMv7-M: exception numbers are 9 bits wide).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cstrace.errors import ConfigError
+from cstrace.isa.cores import arch_profile
+from cstrace.isa.types import ArchVersion, Profile
+from cstrace.protocols.base import DecodeOptions
+from cstrace.snapshot.model import TraceSource
+
+__all__ = ["Etmv3Config", "configure"]
+
+# ETMCR bits.
+CTRL_DATA_VALUE = 1 << 2
+CTRL_DATA_ADDR = 1 << 3
+CTRL_CYCLE_ACC = 1 << 12
+CTRL_DATA_ONLY = 1 << 20
+CTRL_TS_ENABLE = 1 << 28
+CTRL_VMID_ENABLE = 1 << 30
+# ETMCCER bits.
+CCER_HAS_TS = 1 << 22
+CCER_VIRT_EXT = 1 << 26
+CCER_TS_64BIT = 1 << 29
+# ETMIDR bits.
+IDR_ALT_BRANCH = 1 << 20
+
+_CTXTID_BYTES = (0, 1, 2, 4)
+
+
+@dataclass(frozen=True)
+class Etmv3Config:
+    """The static configuration of one ETMv3 trace source."""
+
+    ctrl: int
+    """ETMCR, the main control register."""
+    ccer: int
+    """ETMCCER, the configuration code extension register."""
+    idr: int
+    """ETMIDR, the ID register."""
+    traceidr: int
+    """ETMTRACEIDR, the CoreSight trace ID register."""
+    arch: ArchVersion = ArchVersion.V7
+    """Architecture version of the traced core."""
+    profile: Profile = Profile.A
+    """Architecture profile of the traced core."""
+
+    @property
+    def trace_id(self) -> int:
+        """The CoreSight trace ID (ETMTRACEIDR bits 6:0)."""
+        return self.traceidr & 0x7F
+
+    @property
+    def minor_rev(self) -> int:
+        """The ``x`` of ETMv3.x (ETMIDR bits 7:4)."""
+        return (self.idr >> 4) & 0xF
+
+    @property
+    def cycle_accurate(self) -> bool:
+        """Cycle-accurate tracing (ETMCR bit 12): P-headers carry W atoms."""
+        return bool(self.ctrl & CTRL_CYCLE_ACC)
+
+    @property
+    def instr_trace(self) -> bool:
+        """Instruction trace is present (ETMCR bit 20, data-only mode, is clear)."""
+        return not self.ctrl & CTRL_DATA_ONLY
+
+    @property
+    def data_value_trace(self) -> bool:
+        """Data values are traced (ETMCR bit 2)."""
+        return bool(self.ctrl & CTRL_DATA_VALUE)
+
+    @property
+    def data_addr_trace(self) -> bool:
+        """Data addresses are traced (ETMCR bit 3)."""
+        return bool(self.ctrl & CTRL_DATA_ADDR)
+
+    @property
+    def data_trace(self) -> bool:
+        """Data values or data addresses (or both) are traced."""
+        return bool(self.ctrl & (CTRL_DATA_VALUE | CTRL_DATA_ADDR))
+
+    @property
+    def ctxtid_bytes(self) -> int:
+        """Bytes of context ID in I-sync and context ID packets (ETMCR bits 15:14)."""
+        return _CTXTID_BYTES[(self.ctrl >> 14) & 3]
+
+    @property
+    def alt_branch(self) -> bool:
+        """Branch packets use the alternative address encoding (ETMIDR bit 20, ETMv3.4+)."""
+        return bool(self.idr & IDR_ALT_BRANCH) and self.minor_rev >= 4
+
+    @property
+    def virt_ext(self) -> bool:
+        """The core implements the virtualisation extensions (ETMCCER bit 26): Hyp bits."""
+        return bool(self.ccer & CCER_VIRT_EXT)
+
+    @property
+    def vmid_trace(self) -> bool:
+        """VMID tracing is enabled (ETMCR bit 30)."""
+        return bool(self.ctrl & CTRL_VMID_ENABLE)
+
+    @property
+    def has_ts(self) -> bool:
+        """Timestamps are implemented (ETMCCER bit 22)."""
+        return bool(self.ccer & CCER_HAS_TS)
+
+    @property
+    def ts_enabled(self) -> bool:
+        """Timestamps are enabled (ETMCR bit 28)."""
+        return bool(self.ctrl & CTRL_TS_ENABLE)
+
+    @property
+    def ts_64bit(self) -> bool:
+        """Timestamp packets carry 64 bits (ETMCCER bit 29), else 48."""
+        return bool(self.ccer & CCER_TS_64BIT)
+
+    @property
+    def v7m(self) -> bool:
+        """The traced core is ARMv7-M (extended exception numbers in branch packets)."""
+        return self.arch == ArchVersion.V7 and self.profile == Profile.M
+
+    @property
+    def alt_isa_in_isync(self) -> bool:
+        """The I-sync information byte carries the AltISA (ThumbEE) bit (ETMv3.3+)."""
+        return self.minor_rev >= 3
+
+
+def _core_profile(source: TraceSource) -> tuple[ArchVersion, Profile]:
+    core = source.core
+    return arch_profile(core.device_type if core is not None else "")
+
+
+def configure(source: TraceSource, options: DecodeOptions) -> Etmv3Config:
+    """The configuration of an ETMv3 trace source from its registers and its core."""
+    dev = source.device
+    ctrl = dev.require("ETMCR")
+    idr = dev.require("ETMIDR")
+    ccer = dev.require("ETMCCER")
+    traceidr = dev.require("ETMTRACEIDR")
+    arch, profile = _core_profile(source)
+    if arch == ArchVersion.UNKNOWN:
+        core = source.core.device_type if source.core is not None else "(none)"
+        raise ConfigError(
+            f"ETMv3 source {dev.name!r}: unrecognised core {core!r}; "
+            "cannot tell its architecture and profile"
+        )
+    return Etmv3Config(ctrl, ccer, idr, traceidr, arch, profile)
