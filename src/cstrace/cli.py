@@ -18,9 +18,11 @@ from typing import TextIO
 
 from cstrace import __version__
 from cstrace.decode import Session
+from cstrace.detect import info_command
 from cstrace.errors import CstraceError
 from cstrace.protocols import DecodeOptions
-from cstrace.snapshot import Snapshot, read_snapshot
+from cstrace.snapshot import Snapshot
+from cstrace.snapshot.package import add_input_options, open_from_args, package_command
 
 __all__ = ["main"]
 
@@ -44,7 +46,12 @@ def _build_parser() -> argparse.ArgumentParser:
             "another in trace.ini order, or only the buffers given with --buffer."
         ),
     )
-    dec.add_argument("snapshot", metavar="SNAPSHOT", help="snapshot folder (or its snapshot.ini)")
+    dec.add_argument(
+        "snapshot",
+        metavar="SNAPSHOT",
+        help="snapshot folder (or its snapshot.ini), trace package (folder or ZIP), or a raw "
+        "trace capture",
+    )
     dec.add_argument(
         "-b",
         "--buffer",
@@ -71,6 +78,35 @@ def _build_parser() -> argparse.ArgumentParser:
         help="ETE: split source-address instruction ranges at N atoms",
     )
     dec.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    add_input_options(dec)
+
+    pkg = sub.add_parser(
+        "package",
+        help="write a snapshot as a trace package (ZIP)",
+        description=(
+            "Write SNAPSHOT (a DS-5 snapshot folder, or a trace package) as a trace package: a "
+            "ZIP with contents.ini, the INI trace metadata, the trace buffers and memory "
+            "contents. The package decodes like the snapshot, with the same buffer names."
+        ),
+    )
+    pkg.add_argument("snapshot", metavar="SNAPSHOT", help="snapshot or package to convert")
+    pkg.add_argument("output", metavar="OUTPUT.zip", help="the package file to write")
+
+    info = sub.add_parser(
+        "info",
+        help="say what a capture, snapshot or package holds",
+        description=(
+            "Detect, from the bytes alone, whether a capture is CoreSight formatted or a "
+            "single source, which trace IDs it holds and the protocol of each, with how "
+            "sure the guess is. For a snapshot or package, each buffer is examined."
+        ),
+    )
+    info.add_argument("file", metavar="FILE", help="raw capture, snapshot or package")
+    info.add_argument(
+        "--capture-format",
+        choices=("coresight", "dstream_coresight", "tpiu", "source_data"),
+        help="do not guess the capture format",
+    )
     return parser
 
 
@@ -137,8 +173,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     err = sys.stderr
     try:
+        if args.command == "package":
+            return package_command(args)
+        if args.command == "info":
+            return info_command(args)
         if args.command == "decode":
-            snapshot = read_snapshot(args.snapshot)
+            snapshot = open_from_args(args)
             errors: list[str] = []
             if args.output:
                 try:

@@ -47,7 +47,10 @@ class SourceRun:
         """The generic elements decoded from ``packets`` (by default, from ``packets()``)."""
         if packets is None:
             packets = self.packets()
-        return self.protocol.iter_elements(packets, self.config, self.context)
+        elements = self.protocol.iter_elements(packets, self.config, self.context)
+        # Code memory that follows trace time and context (an event log) watches the elements.
+        observe = getattr(self.context.memory, "observe", None)
+        return elements if observe is None else observe(elements)
 
 
 @dataclass
@@ -136,6 +139,10 @@ class Session:
             else:
                 stream = result.streams.get(trace_id) or Stream(trace_id, b"")
             memory = self.memory_for(source) if proto.uses_memory else None
+            # A trace package adds program images and its event log to the dumps.
+            code_memory = getattr(self.snapshot, "code_memory", None)
+            if memory is not None and code_memory is not None:
+                memory = code_memory(source, memory)
             context = DecodeContext(
                 trace_id=trace_id,
                 options=self.options,

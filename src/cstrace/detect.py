@@ -1,0 +1,394 @@
+"""What a raw trace capture holds, found from the bytes alone: formatting, trace IDs, protocols.
+
+Input: the bytes of a capture with no snapshot metadata. Output: a
+:class:`CaptureGuess`: whether the data is CoreSight formatted (16-byte frames
+carrying several trace IDs, metadata requirements §4.3; as stored by an ETB/ETR,
+or with FSYNC/HSYNC padding from a DSTREAM or TPIU port) or the unformatted
+stream of a single source, and for each stream (:class:`StreamGuess`) the
+protocol its synchronisation packets point to, with a confidence between 0 and
+1 and the evidence in words.
+
+Protocols are told apart by their synchronisation sequences:
+
+- ETMv4 and ETE: A-sync, eleven ``0x00`` then ``0x80`` (ETMv4 IHI0064 §6.4.1);
+  ETE uses the same packet format, so both are one family here;
+- STM (STPv2): ASYNC, twenty-one ``0xF`` nibbles then a ``0x0`` nibble;
+- ETMv3, PTM and ITM share a shorter sync, five ``0x00`` then ``0x80``. What
+  follows tells them apart: ETMv3 and PTM resynchronise with an I-sync packet
+  (header ``0x08``; ``0x70`` is an ETMv3 I-sync with cycle count), ITM packets
+  parse cleanly with the ITM grammar. The I-sync layout separates PTM (address
+  then information byte, IHI0035B §4.5.2) from ETMv3 (information byte then
+  address, IHI0014Q §7.10.5): the interpretation under which successive I-sync
+  addresses agree in their top byte and whose information bytes look right wins.
+
+This is evidence, not proof: options (``--protocol``, ``--capture-format``)
+override it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cstrace.capture import demux
+from cstrace.errors import SnapshotError
+
+__all__ = [
+    "PROTOCOL_NAMES",
+    "CaptureGuess",
+    "StreamGuess",
+    "detect_capture",
+    "identify_stream",
+    "info_command",
+]
+
+PROTOCOL_NAMES: dict[str, str] = {
+    "etm4": "ETMv4/ETE",
+    "ptm": "PTM (PFT)",
+    "etm3": "ETMv3",
+    "stm": "STM (STPv2)",
+    "itm": "ITM",
+}
+"""Display names of the protocol families :func:`identify_stream` reports."""
+
+_A11 = re.compile(b"\x00{11}\x80")
+_A5 = re.compile(b"\x00{5}\x80")
+_STP = re.compile(
+    b"\xff{10}\x0f|[\xf0-\xff]\xff{10}[\x00\x10\x20\x30\x40\x50\x60\x70\x80\x90\xa0\xb0\xc0\xd0\xe0\xf0]"
+)
+_FSYNC = b"\xff\xff\xff\x7f"
+_SCAN_LIMIT = 4 << 20
+"""Bytes of each stream examined (syncs repeat, so the start of a stream is enough)."""
+
+
+@dataclass
+class StreamGuess:
+    """One stream: its trace ID (None when single-source), size and likely protocol."""
+
+    trace_id: int | None
+    size: int
+    family: str | None
+    confidence: float
+    evidence: str
+    syncs: int = 0
+
+    @property
+    def protocol(self) -> str:
+        """Display name of the protocol, or ``unknown``."""
+        return PROTOCOL_NAMES.get(self.family or "", "unknown")
+
+
+@dataclass
+class CaptureGuess:
+    """A capture: its format, how sure we are, and its streams."""
+
+    format: str
+    confidence: float
+    evidence: str
+    size: int
+    streams: list[StreamGuess] = field(default_factory=list)
+    alternatives: list[tuple[str, float]] = field(default_factory=list)
+
+    @property
+    def identified(self) -> list[StreamGuess]:
+        """Streams whose protocol was recognised."""
+        return [s for s in self.streams if s.family is not None]
+
+
+# --- per-stream identification -------------------------------------------------------------
+
+
+def _itm_score(data: bytes, start: int) -> tuple[int, int]:
+    """Parse ITM packets from ``start``: (bytes in valid packets, reserved headers met)."""
+    good = 0
+    bad = 0
+    i = start
+    n = len(data)
+    while i < n and bad < 8:
+        h = data[i]
+        if h == 0x00:
+            j = i
+            while j < n and data[j] == 0x00:
+                j += 1
+            if j < n and data[j] == 0x80 and j - i >= 5:
+                good += j + 1 - i
+                i = j + 1
+                continue
+            bad += 1
+            i = j
+            continue
+        if h == 0x70:
+            good += 1
+            i += 1
+            continue
+        low = h & 0x3
+        if low:
+            size = 4 if low == 3 else low
+            good += 1 + size
+            i += 1 + size
+            continue
+        if h & 0xF == 0:  # local timestamp
+            j = i + 1
+            if h & 0x80:
+                while j < n and data[j] & 0x80 and j - i < 5:
+                    j += 1
+                j += 1
+            good += j - i
+            i = j
+            continue
+        if h & 0xC == 0x8:  # extension
+            j = i + 1
+            if h & 0x80:
+                while j < n and data[j] & 0x80 and j - i < 5:
+                    j += 1
+                j += 1
+            good += j - i
+            i = j
+            continue
+        if h in (0x94, 0xB4):  # global timestamp
+            j = i + 1
+            while j < n and data[j] & 0x80 and j - i < 8:
+                j += 1
+            j += 1
+            good += j - i
+            i = j
+            continue
+        bad += 1
+        i += 1
+    return good, bad
+
+
+def _isync_votes(data: bytes, syncs: list[int]) -> tuple[float, float, int]:
+    """Votes for PTM and ETMv3 from the I-sync packets that follow A-syncs."""
+    ptm_top: list[int] = []
+    e3_top: dict[int, list[int]] = {n: [] for n in range(5)}
+    ptm_info = 0
+    e3_cc = 0
+    count = 0
+    for end in syncs:
+        # The I-sync usually follows within a few packets of the A-sync.
+        window = data[end : end + 24]
+        k = window.find(b"\x08")
+        k70 = window.find(b"\x70")
+        if 0 <= k70 < 8 and (k < 0 or k70 < k):
+            e3_cc += 1
+        if k < 0 or k > 16 or end + k + 6 > len(data):
+            continue
+        p = end + k
+        count += 1
+        if data[p + 5] & 0x81 == 0x01:
+            ptm_info += 1
+        ptm_top.append(data[p + 4])
+        for nctx in range(5):
+            if p + 5 + nctx < len(data):
+                e3_top[nctx].append(data[p + 5 + nctx])
+
+    def agreement(tops: list[int]) -> float:
+        if len(tops) < 2:
+            return 0.0
+        most = max(tops.count(t) for t in set(tops))
+        return most / len(tops)
+
+    ptm = ptm_info / count if count else 0.0
+    ptm += agreement(ptm_top)
+    e3 = max(agreement(v) for v in e3_top.values())
+    e3 += (1.0 - ptm_info / count) if count else 0.0
+    if e3_cc:
+        e3 += 1.0
+    return ptm, e3, count
+
+
+def identify_stream(data: bytes, trace_id: int | None = None) -> StreamGuess:
+    """The protocol of one trace ID's bytes (or a single-source capture), from its syncs."""
+    size = len(data)
+    view = data[:_SCAN_LIMIT]
+    a11 = [m.end() for m in _A11.finditer(view)]
+    stp = [m.end() for m in _STP.finditer(view)]
+    a5 = [m.end() for m in _A5.finditer(view)]
+    short = [e for e in a5 if e not in set(a11)]
+
+    if a11 and len(a11) >= len(stp):
+        follows = sum(1 for e in a11 if e < len(view) and view[e] == 0x01)
+        conf = 0.95 if len(a11) >= 2 or follows else 0.75
+        ev = f"{len(a11)} ETMv4 A-sync sequence(s)"
+        if follows:
+            ev += f", {follows} followed by a trace-info packet"
+        return StreamGuess(trace_id, size, "etm4", conf, ev, len(a11))
+    if stp:
+        conf = 0.95 if len(stp) >= 2 else 0.8
+        return StreamGuess(
+            trace_id, size, "stm", conf, f"{len(stp)} STPv2 ASYNC sequence(s)", len(stp)
+        )
+    if not short:
+        return StreamGuess(trace_id, size, None, 0.0, "no synchronisation sequence found", 0)
+
+    first = short[0] - 6
+    while first > 0 and view[first - 1] == 0:
+        first -= 1
+    good, bad = _itm_score(view, first)
+    span = len(view) - first
+    itm_fit = good / span if span else 0.0
+    ptm, e3, isyncs = _isync_votes(view, short)
+    n = len(short)
+    if isyncs == 0 or (bad == 0 and itm_fit > 0.9 and isyncs * 2 < n):
+        conf = min(0.95, 0.5 + 0.45 * itm_fit) if bad == 0 else 0.4
+        ev = f"{n} sync sequence(s); ITM packets parse cleanly over {itm_fit:.0%} of the data"
+        if bad:
+            ev = f"{n} sync sequence(s); no I-sync packets; {bad} unexpected ITM header(s)"
+        return StreamGuess(trace_id, size, "itm", conf, ev, n)
+    if ptm > e3:
+        family, margin = "ptm", ptm - e3
+    else:
+        family, margin = "etm3", e3 - ptm
+    conf = min(0.95, 0.55 + 0.2 * margin + (0.1 if isyncs >= 3 else 0.0))
+    ev = (
+        f"{n} A-sync sequence(s), {isyncs} I-sync packet(s); I-sync layout votes "
+        f"PTM {ptm:.2f} / ETMv3 {e3:.2f}"
+    )
+    return StreamGuess(trace_id, size, family, conf, ev, n)
+
+
+# --- capture format -----------------------------------------------------------------------
+
+
+def _id_concentration(data: bytes) -> tuple[float, int]:
+    """How much the ID bytes of would-be frames repeat a few IDs: (share of top 8, distinct)."""
+    counts: dict[int, int] = {}
+    nframes = min(len(data) // 16, 1 << 16)
+    for f in range(nframes):
+        base = f * 16
+        for k in range(0, 15, 2):
+            b = data[base + k]
+            if b & 1:
+                counts[b >> 1] = counts.get(b >> 1, 0) + 1
+    total = sum(counts.values())
+    if total == 0:
+        return 0.0, 0
+    top = sorted(counts.values(), reverse=True)[:8]
+    return sum(top) / total, len(counts)
+
+
+def _streams_of(data: bytes, fmt: str) -> tuple[list[StreamGuess], float]:
+    result = demux(data, fmt)
+    guesses: list[StreamGuess] = []
+    total = 0
+    known = 0
+    for key, stream in sorted(result.streams.items()):
+        if not stream.data:
+            continue
+        tid = stream.trace_id if stream.trace_id is not None else key
+        if fmt != "source_data" and not 0 < tid < 0x70:
+            continue  # ID 0 pads frames; 0x70 and above are reserved
+        g = identify_stream(stream.data, tid)
+        guesses.append(g)
+        total += g.size
+        if g.family is not None:
+            known += g.size
+    return guesses, (known / total if total else 0.0)
+
+
+def detect_capture(data: bytes, fmt: str | None = None) -> CaptureGuess:
+    """Find the format of a capture (unless ``fmt`` is given) and identify its streams.
+
+    The capture is read both ways, as one unformatted stream and as formatter
+    frames (with FSYNC/HSYNC padding when those patterns occur). Frames win when
+    they put recognised synchronisation sequences in a few trace IDs that the
+    single-stream reading does not explain, or explains only because whole
+    sequences happen to sit inside frames.
+    """
+    size = len(data)
+    if fmt is not None:
+        if fmt == "source_data":
+            g = identify_stream(data)
+            return CaptureGuess(fmt, 1.0, "format given", size, [g])
+        streams, _ = _streams_of(data, fmt)
+        return CaptureGuess(fmt, 1.0, "format given", size, streams)
+
+    single = identify_stream(data)
+    single_ev = f"as one stream: {single.evidence}"
+    if size < 16:
+        return CaptureGuess("source_data", single.confidence, single_ev, size, [single])
+    fsyncs = data.count(_FSYNC)
+    conc, distinct = _id_concentration(data)
+    framed = conc > 0.95 and distinct <= 16
+    if fsyncs and fsyncs >= max(1, size // (1 << 16)):
+        hsyncs = data.count(b"\xff\x7f") - 2 * fsyncs
+        name = "tpiu" if hsyncs > fsyncs // 4 else "dstream_coresight"
+        padded = "with FSYNC and HSYNC padding" if name == "tpiu" else "with FSYNC padding"
+    else:
+        name = "coresight"
+        padded = "aligned"
+    streams, known = _streams_of(data, name)
+    found = [g for g in streams if g.family is not None]
+    frame_ev = (
+        f"{padded} 16-byte frames: {len(found)} recognised stream(s) holding {known:.0%} "
+        f"of the data; {distinct} distinct ID(s), the 8 commonest carry {conc:.0%} of ID bytes"
+    )
+    if name != "coresight":
+        frame_ev = f"{fsyncs} FSYNC pattern(s); " + frame_ev
+    alternatives: list[tuple[str, float]] = []
+    if found and (single.family is None or framed or name != "coresight"):
+        conf = 0.6 + 0.35 * max(known, conc if framed else 0.0)
+        if single.family is not None and not framed:
+            conf -= 0.2
+        alternatives.append(("source_data", round(single.confidence * (0.5 if found else 1), 2)))
+        return CaptureGuess(name, round(min(conf, 0.95), 2), frame_ev, size, streams, alternatives)
+    if single.family is not None:
+        conf = single.confidence * (0.8 if found else 1.0)
+        if found:
+            alternatives.append((name, round(0.6 * known, 2)))
+        return CaptureGuess("source_data", round(conf, 2), single_ev, size, [single], alternatives)
+    return CaptureGuess(
+        "source_data", 0.0, "no synchronisation sequence found either way", size, [single]
+    )
+
+
+def info_command(args: argparse.Namespace) -> int:
+    """``cstrace info FILE``: print what was detected in a capture, snapshot or package."""
+    from cstrace.snapshot.package import is_zip, open_trace_input
+
+    path = Path(args.file)
+    if not path.exists():
+        raise SnapshotError("no such file or folder", path=str(path))
+    items: list[tuple[str, bytes]] = []
+    if path.is_dir() or path.name.lower().endswith(".ini") or is_zip(path):
+        snap = open_trace_input(path)
+        for b in snap.buffers:
+            items.append(
+                (
+                    f"buffer {b.name} ({', '.join(snap.tree.display(f) for f in b.files)})",
+                    snap.read_buffer(b),
+                )
+            )
+    else:
+        try:
+            items.append((str(path), path.read_bytes()))
+        except OSError as exc:
+            raise SnapshotError(f"cannot read: {exc.strerror}", path=str(path)) from None
+    for title, data in items:
+        guess = detect_capture(data, args.capture_format)
+        print(f"{title}: {guess.size} bytes")
+        print(f"  format: {guess.format} (confidence {guess.confidence:.2f}): {guess.evidence}")
+        for name, score in guess.alternatives:
+            print(f"  alternative: {name} (score {score:.2f})")
+        ids = [g for g in guess.streams if g.family is not None]
+        if guess.format != "source_data":
+            listed = ", ".join(f"{g.trace_id:#04x}" for g in ids) or "none"
+            print(f"  trace IDs with a recognised protocol: {listed}")
+        for g in guess.streams:
+            if g.family is None and guess.format != "source_data" and g.size < 64:
+                continue
+            tid = "single source" if g.trace_id is None else f"trace ID {g.trace_id:#04x}"
+            print(
+                f"  {tid}: {g.size} bytes: {g.protocol} (confidence {g.confidence:.2f}): "
+                f"{g.evidence}"
+            )
+        quiet = [g for g in guess.streams if g.family is None and g.size < 64]
+        if quiet and guess.format != "source_data":
+            print(
+                f"  {len(quiet)} other ID(s) with under 64 bytes and no sync "
+                f"({sum(g.size for g in quiet)} bytes; noise or unused buffer space)"
+            )
+    return 0

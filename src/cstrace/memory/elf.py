@@ -1,0 +1,243 @@
+"""ELF program images → memory regions at their link address or at a load base.
+
+Input: the bytes of an ELF file (executable, shared object, or relocatable
+object such as a Linux kernel module); output: an :class:`ElfImage` whose
+:meth:`~ElfImage.regions` are the :class:`~cstrace.memory.MemoryRegion` s of its
+executable code, placed at the link address or moved as a whole to a given base
+(ASLR, shared libraries, modules): the first loadable byte lands on the base.
+
+Executables and shared objects contribute their executable ``PT_LOAD``
+segments (file bytes only: zero-filled memory is not code). Relocatable objects
+have no segments: their executable sections are laid out one after another
+from address 0 with their alignment, as a loader would place them; relocations
+are not applied.
+
+An image is identified by its GNU build ID (the ``NT_GNU_BUILD_ID`` note),
+which serves as the UUID of the metadata requirements §5.5.2 ("some kind of
+unique identifier or hash that can be assumed to change if the image contents
+change"): :attr:`ElfImage.uuid` is its lower-case hex digits, and
+:func:`uuid_matches` compares it with what metadata expects.
+
+Parsing uses pyelftools. Anything wrong with the file is a
+:class:`~cstrace.errors.SnapshotError` naming the file.
+"""
+
+from __future__ import annotations
+
+import io
+import uuid as uuid_mod
+from dataclasses import dataclass, field
+
+from cstrace.elements import MemSpace
+from cstrace.errors import SnapshotError
+from cstrace.memory.image import MemoryRegion
+
+__all__ = ["ElfImage", "ElfSegment", "format_uuid", "load_elf", "normalize_uuid", "uuid_matches"]
+
+_MAGIC = b"\x7fELF"
+_PF_X = 0x1
+_SHF_ALLOC = 0x2
+_SHF_EXECINSTR = 0x4
+
+
+@dataclass(frozen=True)
+class ElfSegment:
+    """Executable bytes of an image at their link address."""
+
+    address: int
+    data: bytes
+    name: str
+
+
+@dataclass
+class ElfImage:
+    """The code of an ELF file, with what identifies it."""
+
+    name: str
+    elf_type: str
+    """``ET_EXEC``, ``ET_DYN`` or ``ET_REL``."""
+    machine: str
+    bits: int
+    entry: int
+    build_id: bytes | None
+    segments: list[ElfSegment] = field(default_factory=list)
+    load_base: int | None = None
+    """Lowest link address of any loadable part of the file (code or not)."""
+
+    @property
+    def uuid(self) -> str | None:
+        """The build ID as lower-case hex digits (the image's UUID), if the file has one."""
+        return None if self.build_id is None else self.build_id.hex()
+
+    @property
+    def relocatable(self) -> bool:
+        """Whether the image is meant to be loaded at a base chosen at run time."""
+        return self.elf_type in ("ET_DYN", "ET_REL")
+
+    @property
+    def link_base(self) -> int:
+        """The lowest link address of the image's loadable parts (0 if it has none)."""
+        if self.load_base is not None:
+            return self.load_base
+        return min((s.address for s in self.segments), default=0)
+
+    @property
+    def code_size(self) -> int:
+        """Total bytes of executable code."""
+        return sum(len(s.data) for s in self.segments)
+
+    def load_offset(self, base: int | None) -> int:
+        """What is added to link addresses when the image's first loadable byte is at ``base``."""
+        return 0 if base is None else base - self.link_base
+
+    def regions(
+        self, base: int | None = None, space: MemSpace = MemSpace.ANY
+    ) -> list[MemoryRegion]:
+        """Memory regions of the code, at the link address or moved so the image starts at ``base``.
+
+        ``base`` is where the first loadable segment goes: for a shared library or
+        a position-independent executable linked at 0 it is the load bias, the
+        address ``/proc/PID/maps`` shows for the file's first mapping.
+        """
+        delta = self.load_offset(base)
+        mask = (1 << 64) - 1
+        return [
+            MemoryRegion((s.address + delta) & mask, s.data, space, f"{self.name}:{s.name}")
+            for s in self.segments
+        ]
+
+
+def normalize_uuid(text: str) -> str:
+    """Lower-case hex digits of a UUID or build ID written with or without dashes/braces."""
+    return "".join(c for c in text.strip().lower() if c in "0123456789abcdef")
+
+
+def format_uuid(build_id: bytes) -> str:
+    """A build ID written as a UUID (first 16 bytes, dashed) when it is at least 16 bytes long."""
+    if len(build_id) >= 16:
+        return str(uuid_mod.UUID(bytes=build_id[:16]))
+    return build_id.hex()
+
+
+def uuid_matches(expected: str, actual: str | None) -> bool:
+    """Whether an image UUID ``actual`` is the ``expected`` one.
+
+    Both are compared as hex digits; a 32-digit UUID also matches a longer build
+    ID (such as a 20-byte SHA-1) that it is the start of.
+    """
+    if actual is None:
+        return False
+    e = normalize_uuid(expected)
+    a = normalize_uuid(actual)
+    if not e:
+        return True
+    return e == a or (len(e) == 32 and a.startswith(e))
+
+
+def _bad(name: str, message: str, offset: int | None = None) -> SnapshotError:
+    return SnapshotError(f"ELF image: {message}", path=name, offset=offset)
+
+
+def load_elf(data: bytes, name: str = "<elf>") -> ElfImage:
+    """Read the executable code and build ID of the ELF file ``data`` (named ``name``)."""
+    if data[:4] != _MAGIC:
+        raise _bad(name, "not an ELF file (no \\x7fELF magic)", 0)
+    try:
+        from elftools.elf.elffile import ELFFile
+    except ImportError:  # pragma: no cover - pyelftools is a dependency
+        raise SnapshotError(
+            "reading ELF images needs pyelftools (pip install pyelftools)", path=name
+        ) from None
+    try:
+        elf = ELFFile(io.BytesIO(data))
+        elf_type = str(elf["e_type"])
+        image = ElfImage(
+            name=name,
+            elf_type=elf_type,
+            machine=str(elf["e_machine"]),
+            bits=int(elf.elfclass),
+            entry=int(elf["e_entry"]),
+            build_id=_build_id(elf),
+        )
+        if elf_type in ("ET_EXEC", "ET_DYN"):
+            _load_segments(elf, image, len(data))
+        elif elf_type == "ET_REL":
+            _load_sections(elf, image, len(data))
+        else:
+            raise _bad(name, f"type {elf_type} has no code to load")
+    except SnapshotError:
+        raise
+    except Exception as exc:
+        raise _bad(name, f"malformed file ({type(exc).__name__}: {exc})") from None
+    return image
+
+
+def _load_segments(elf: object, image: ElfImage, size: int) -> None:
+    from elftools.elf.elffile import ELFFile
+
+    assert isinstance(elf, ELFFile)
+    for index, seg in enumerate(elf.iter_segments()):
+        if seg["p_type"] != "PT_LOAD":
+            continue
+        vaddr = int(seg["p_vaddr"])
+        if image.load_base is None or vaddr < image.load_base:
+            image.load_base = vaddr
+        if not (int(seg["p_flags"]) & _PF_X):
+            continue
+        off = int(seg["p_offset"])
+        filesz = int(seg["p_filesz"])
+        if filesz == 0:
+            continue
+        if off + filesz > size:
+            raise _bad(
+                image.name,
+                f"segment {index} ends at {off + filesz:#x}, past the end of the file",
+                off,
+            )
+        image.segments.append(ElfSegment(vaddr, bytes(seg.data()), f"segment{index}"))
+
+
+def _load_sections(elf: object, image: ElfImage, size: int) -> None:
+    from elftools.elf.elffile import ELFFile
+
+    assert isinstance(elf, ELFFile)
+    address = 0
+    image.load_base = 0
+    for sec in elf.iter_sections():
+        flags = int(sec["sh_flags"])
+        if sec["sh_type"] != "SHT_PROGBITS" or (flags & (_SHF_ALLOC | _SHF_EXECINSTR)) != (
+            _SHF_ALLOC | _SHF_EXECINSTR
+        ):
+            continue
+        length = int(sec["sh_size"])
+        off = int(sec["sh_offset"])
+        if length == 0:
+            continue
+        if off + length > size:
+            raise _bad(image.name, f"section {sec.name} ends past the end of the file", off)
+        align = max(int(sec["sh_addralign"]), 1)
+        address = (address + align - 1) // align * align
+        image.segments.append(ElfSegment(address, bytes(sec.data()), sec.name))
+        address += length
+
+
+def _build_id(elf: object) -> bytes | None:
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import NoteSection
+
+    assert isinstance(elf, ELFFile)
+    for sec in elf.iter_sections():
+        if isinstance(sec, NoteSection):
+            for note in sec.iter_notes():
+                if note["n_type"] == "NT_GNU_BUILD_ID":
+                    desc = note["n_desc"]
+                    return bytes.fromhex(desc) if isinstance(desc, str) else bytes(desc)
+    from elftools.elf.segments import NoteSegment
+
+    for seg in elf.iter_segments():
+        if isinstance(seg, NoteSegment):
+            for note in seg.iter_notes():
+                if note["n_type"] == "NT_GNU_BUILD_ID":
+                    desc = note["n_desc"]
+                    return bytes.fromhex(desc) if isinstance(desc, str) else bytes(desc)
+    return None

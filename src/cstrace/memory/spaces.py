@@ -1,0 +1,944 @@
+"""Address spaces keyed by context ID, driven by the system event log (metadata requirements §5).
+
+Input: the static memory of a core (a :class:`~cstrace.memory.MemoryMap` of
+dumps and images), a system event log (§5.5: ``declare_process``,
+``declare_thread``, ``declare_library``, ``declare_asid``, ``patch_code``,
+``define_trace``, each with a timestamp and a STATE of START, END or CURRENT)
+and a way to find the program images the log names. Output: an
+:class:`AddressSpaces`, a code memory with the interface of
+``docs/architecture.md`` (``find``, ``read``, ``set_context``, ``generation``),
+so the program-flow decoders use it unchanged.
+
+The event log is a text file, one event per line::
+
+    # timestamp  event(arguments)
+    0x0       declare_process(CURRENT, 0, 0xffffff8008080000, "vmlinux")
+    0x1200    declare_process(START, 1234, 0x400000, "app", "5f0c6a0e...")
+    0x1210    declare_thread(START, 1240, 1234)
+    0x1300    declare_library(START, 1234, 0x7f00000000, "libc.so.6")
+    0x1400    declare_asid(START, 17, 1234)
+    0x1500    patch_code(1234, 0x401000, 4, code=1f2003d5)
+    0x2000    declare_process(END, 1234, 0x400000, "app")
+
+(see ``docs/metadata.md``). Events are applied in timestamp order, as the
+decoders report trace timestamps (:meth:`AddressSpaces.observe`). The state at
+a time is reconstructed from intervals, so an incomplete log still decodes what
+it can (§5.1, §5.5.1): an END whose START was lost means the entity existed from
+before the log began; a CURRENT event (a system snapshot, §5.6) asserts that it
+exists at that time, so a snapshot taken at the end of the trace covers the
+whole trace. Before the trace shows any timestamp, each entity is taken as it
+first appears in the log.
+
+The two decode procedures of §5.7 choose the process from CONTEXTIDR:
+``pid`` (the process or thread ID in bits 8..31, ARMv7 Linux with
+CONFIG_PID_IN_CONTEXTIDR), ``tid`` (the whole register, as arm64 Linux writes
+it) and ``asid`` (the ASID in bits 0..7, mapped to a process by
+``declare_asid``). Thread IDs are aliased to their process (``declare_thread``).
+Process 0 is the kernel: its images are mapped in every address space.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from cstrace.elements import Element, MemSpace, PEContext, Timestamp
+from cstrace.errors import SnapshotError
+from cstrace.memory.elf import ElfImage, format_uuid, uuid_matches
+from cstrace.memory.image import MemoryMap, MemoryRegion
+from cstrace.snapshot.model import parse_int
+
+__all__ = [
+    "CONTEXTIDR_MODES",
+    "AddressSpaces",
+    "AsidEvent",
+    "Event",
+    "EventLog",
+    "LibraryEvent",
+    "PatchEvent",
+    "ProcessEvent",
+    "State",
+    "StaticMapping",
+    "ThreadEvent",
+    "TraceEvent",
+    "flatten_regions",
+    "parse_event_log",
+]
+
+CONTEXTIDR_MODES = ("pid", "asid", "tid")
+"""How CONTEXTIDR identifies the address space: bits 8..31, an ASID in bits 0..7, bits 0..31."""
+
+_MAX_LOG_BYTES = 256 * 1024 * 1024
+_NEG_INF = float("-inf")
+_POS_INF = float("inf")
+KERNEL_PID = 0
+
+
+class State(IntEnum):
+    """The STATE parameter of an event (§5.5.1)."""
+
+    START = 0
+    END = 1
+    CURRENT = 2
+
+
+class Event:
+    """One timestamped event of the log, with the line it came from."""
+
+    __slots__ = ("line", "timestamp")
+
+    def __init__(self, timestamp: int, line: int) -> None:
+        self.timestamp = timestamp
+        self.line = line
+
+
+class ProcessEvent(Event):
+    """``declare_process(STATE, pid, base, image, uuid)``: an address space (§5.5.2)."""
+
+    __slots__ = ("base", "image", "pid", "state", "uuid")
+
+    def __init__(
+        self,
+        timestamp: int,
+        line: int,
+        state: State,
+        pid: int,
+        base: int,
+        image: str | None,
+        uuid: str | None,
+    ) -> None:
+        super().__init__(timestamp, line)
+        self.state = state
+        self.pid = pid
+        self.base = base
+        self.image = image
+        self.uuid = uuid
+
+
+class LibraryEvent(ProcessEvent):
+    """``declare_library(STATE, pid, base, image, uuid)``: a shared object or module (§5.5.4)."""
+
+    __slots__ = ()
+
+
+class ThreadEvent(Event):
+    """``declare_thread(STATE, tid, pid)``: a thread of a process (§5.5.3)."""
+
+    __slots__ = ("pid", "state", "tid")
+
+    def __init__(self, timestamp: int, line: int, state: State, tid: int, pid: int) -> None:
+        super().__init__(timestamp, line)
+        self.state = state
+        self.tid = tid
+        self.pid = pid
+
+
+class AsidEvent(Event):
+    """``declare_asid(STATE, asid, pid)``: the process an ASID stands for (§5.5.6)."""
+
+    __slots__ = ("asid", "pid", "state")
+
+    def __init__(self, timestamp: int, line: int, state: State, asid: int, pid: int) -> None:
+        super().__init__(timestamp, line)
+        self.state = state
+        self.asid = asid
+        self.pid = pid
+
+
+class PatchEvent(Event):
+    """``patch_code(pid, address, length, code|file|id)``: new code installed (§5.5.5)."""
+
+    __slots__ = ("address", "code", "file", "ident", "length", "pid")
+
+    def __init__(
+        self,
+        timestamp: int,
+        line: int,
+        pid: int,
+        address: int,
+        length: int,
+        code: bytes | None = None,
+        file: str | None = None,
+        ident: str | None = None,
+    ) -> None:
+        super().__init__(timestamp, line)
+        self.pid = pid
+        self.address = address
+        self.length = length
+        self.code = code
+        self.file = file
+        self.ident = ident
+
+
+class TraceEvent(Event):
+    """``define_trace(STATE, trace_id, source, REG=value...)``: a configuration (§5.8)."""
+
+    __slots__ = ("registers", "source", "state", "trace_id")
+
+    def __init__(
+        self,
+        timestamp: int,
+        line: int,
+        state: State,
+        trace_id: int,
+        source: str,
+        registers: dict[str, int],
+    ) -> None:
+        super().__init__(timestamp, line)
+        self.state = state
+        self.trace_id = trace_id
+        self.source = source
+        self.registers = registers
+
+
+@dataclass
+class EventLog:
+    """A parsed event log: its events in timestamp order (file order for equal times)."""
+
+    path: str
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def uses_asids(self) -> bool:
+        """Whether the log maps ASIDs to processes (so CONTEXTIDR holds an ASID)."""
+        return any(isinstance(e, AsidEvent) for e in self.events)
+
+
+# --- parsing ------------------------------------------------------------------------------
+
+_LINE = re.compile(r"^(\S+)\s+([A-Za-z_][A-Za-z_ ]*?)\s*\((.*)\)\s*(?:#.*)?$")
+_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$", re.S)
+_HEX = re.compile(r"^(?:0x)?([0-9a-fA-F]{2})+$")
+
+
+class _Arg:
+    __slots__ = ("key", "quoted", "text")
+
+    def __init__(self, key: str | None, text: str, quoted: bool) -> None:
+        self.key = key
+        self.text = text
+        self.quoted = quoted
+
+
+def _split_args(text: str, path: str, line: int) -> list[_Arg]:
+    args: list[_Arg] = []
+    i = 0
+    n = len(text)
+    while i < n:
+        while i < n and text[i] in " \t":
+            i += 1
+        if i >= n:
+            break
+        key: str | None = None
+        m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*", text[i:])
+        if m:
+            key = m.group(1)
+            i += m.end()
+        if i < n and text[i] == '"':
+            j = i + 1
+            buf: list[str] = []
+            while j < n and text[j] != '"':
+                if text[j] == "\\" and j + 1 < n:
+                    j += 1
+                buf.append(text[j])
+                j += 1
+            if j >= n:
+                raise SnapshotError("unterminated string", path=path, line=line)
+            args.append(_Arg(key, "".join(buf), True))
+            i = j + 1
+        else:
+            j = i
+            while j < n and text[j] != ",":
+                if text[j] in '"()':
+                    raise SnapshotError(
+                        f"unexpected {text[j]!r} in arguments", path=path, line=line
+                    )
+                j += 1
+            value = text[i:j].strip()
+            if not value and key is None and (args or j < n):
+                raise SnapshotError("empty argument", path=path, line=line)
+            if value or key is not None:
+                args.append(_Arg(key, value, False))
+            i = j
+        while i < n and text[i] in " \t":
+            i += 1
+        if i < n:
+            if text[i] != ",":
+                raise SnapshotError(
+                    f"expected ',' between arguments, found {text[i]!r}", path=path, line=line
+                )
+            i += 1
+    return args
+
+
+_SIGNATURES: dict[str, tuple[str, ...]] = {
+    "declare_process": ("state", "pid", "base", "image", "uuid"),
+    "declare_library": ("state", "pid", "base", "image", "uuid"),
+    "declare_thread": ("state", "tid", "pid"),
+    "declare_asid": ("state", "asid", "pid"),
+    "patch_code": ("pid", "address", "length", "code"),
+    "define_trace": ("state", "trace_id", "source"),
+}
+_OPTIONAL = {"image", "uuid", "code"}
+_EXTRA_KEYS = {"patch_code": {"file", "id"}}
+
+
+def _bind(
+    name: str, args: list[_Arg], path: str, line: int
+) -> tuple[dict[str, _Arg], dict[str, _Arg]]:
+    sig = _SIGNATURES[name]
+    bound: dict[str, _Arg] = {}
+    extra: dict[str, _Arg] = {}
+    positional = True
+    for k, a in enumerate(args):
+        if a.key is None:
+            if not positional:
+                raise SnapshotError(
+                    f"{name}: positional argument after a keyword argument", path=path, line=line
+                )
+            if k >= len(sig):
+                raise SnapshotError(
+                    f"{name}: too many arguments (expected {', '.join(sig)})", path=path, line=line
+                )
+            bound[sig[k]] = a
+        else:
+            positional = False
+            key = a.key.lower()
+            if key in sig:
+                if key in bound:
+                    raise SnapshotError(f"{name}: {key} given twice", path=path, line=line)
+                bound[key] = a
+            elif name == "define_trace" or key in _EXTRA_KEYS.get(name, set()):
+                extra[a.key] = a
+            else:
+                raise SnapshotError(
+                    f"{name}: unknown argument {a.key!r} (expected {', '.join(sig)})",
+                    path=path,
+                    line=line,
+                )
+    missing = [s for s in sig if s not in bound and s not in _OPTIONAL]
+    if missing:
+        raise SnapshotError(f"{name}: missing {', '.join(missing)}", path=path, line=line)
+    return bound, extra
+
+
+def _state(a: _Arg, path: str, line: int) -> State:
+    try:
+        return State[a.text.strip().upper()]
+    except KeyError:
+        raise SnapshotError(
+            f"state {a.text!r} is not START, END or CURRENT", path=path, line=line
+        ) from None
+
+
+def _int(a: _Arg, what: str, path: str, line: int) -> int:
+    value = parse_int(a.text, what=what, path=path, line=line)
+    return value
+
+
+def _opt_str(a: _Arg | None) -> str | None:
+    if a is None:
+        return None
+    if not a.quoted and a.text.lower() in ("", "none", "-"):
+        return None
+    return a.text if a.text else None
+
+
+def _hexbytes(a: _Arg, path: str, line: int) -> bytes:
+    text = a.text.replace(" ", "").replace("_", "")
+    if not _HEX.match(text):
+        raise SnapshotError(f"code {a.text!r} is not hex bytes", path=path, line=line)
+    if text.lower().startswith("0x"):
+        text = text[2:]
+    return bytes.fromhex(text)
+
+
+def _make_event(name: str, timestamp: int, args: list[_Arg], path: str, line: int) -> Event:
+    b, extra = _bind(name, args, path, line)
+    match name:
+        case "declare_process" | "declare_library":
+            cls = ProcessEvent if name == "declare_process" else LibraryEvent
+            return cls(
+                timestamp,
+                line,
+                _state(b["state"], path, line),
+                _int(b["pid"], "pid", path, line),
+                _int(b["base"], "base address", path, line),
+                _opt_str(b.get("image")),
+                _opt_str(b.get("uuid")),
+            )
+        case "declare_thread":
+            return ThreadEvent(
+                timestamp,
+                line,
+                _state(b["state"], path, line),
+                _int(b["tid"], "tid", path, line),
+                _int(b["pid"], "pid", path, line),
+            )
+        case "declare_asid":
+            asid = _int(b["asid"], "asid", path, line)
+            if not 0 <= asid <= 0xFFFF:
+                raise SnapshotError(f"asid {asid:#x} is out of range", path=path, line=line)
+            return AsidEvent(
+                timestamp,
+                line,
+                _state(b["state"], path, line),
+                asid,
+                _int(b["pid"], "pid", path, line),
+            )
+        case "patch_code":
+            code: bytes | None = None
+            file: str | None = None
+            ident: str | None = None
+            c = b.get("code")
+            if c is not None:
+                if c.quoted:
+                    file = c.text
+                elif c.text.lower() not in ("none", "-", ""):
+                    code = _hexbytes(c, path, line)
+            if "file" in extra:
+                file = extra["file"].text
+            if "id" in extra:
+                ident = extra["id"].text
+            length = _int(b["length"], "length", path, line)
+            if code is not None and len(code) != length:
+                raise SnapshotError(
+                    f"patch_code: {len(code)} code bytes given for length {length}",
+                    path=path,
+                    line=line,
+                )
+            return PatchEvent(
+                timestamp,
+                line,
+                _int(b["pid"], "pid", path, line),
+                _int(b["address"], "address", path, line),
+                length,
+                code,
+                file,
+                ident,
+            )
+        case _:
+            regs = {
+                k.upper(): parse_int(v.text, what=f"register {k}", path=path, line=line)
+                for k, v in extra.items()
+            }
+            tid = _int(b["trace_id"], "trace ID", path, line)
+            if not 0 <= tid <= 0x7F:
+                raise SnapshotError(f"trace ID {tid:#x} is out of range", path=path, line=line)
+            return TraceEvent(
+                timestamp, line, _state(b["state"], path, line), tid, b["source"].text, regs
+            )
+
+
+def parse_event_log(raw: bytes | str, path: str = "<event log>") -> EventLog:
+    """Parse an event log; a located :class:`SnapshotError` on the first malformed line."""
+    if isinstance(raw, bytes):
+        if len(raw) > _MAX_LOG_BYTES:
+            raise SnapshotError(f"event log too large ({len(raw)} bytes)", path=path)
+        nul = raw.find(b"\x00")
+        if nul >= 0:
+            raise SnapshotError("not a text file (NUL byte)", path=path, offset=nul)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("latin-1")
+    else:
+        text = raw
+    log = EventLog(path)
+    for number, raw_line in enumerate(text.splitlines(), start=1):
+        s = raw_line.strip()
+        if not s or s.startswith(("#", ";")):
+            continue
+        m = _LINE.match(s)
+        if not m:
+            raise SnapshotError(
+                f"expected 'TIMESTAMP event(arguments)', found {s[:60]!r}", path=path, line=number
+            )
+        ts = parse_int(m.group(1), what="timestamp", path=path, line=number)
+        name = re.sub(r"[ _]+", "_", m.group(2).strip().lower())
+        if name not in _SIGNATURES:
+            raise SnapshotError(
+                f"unknown event {m.group(2)!r} (expected {', '.join(_SIGNATURES)})",
+                path=path,
+                line=number,
+            )
+        args = _split_args(m.group(3), path, number)
+        log.events.append(_make_event(name, ts, args, path, number))
+    log.events.sort(key=lambda e: e.timestamp)
+    return log
+
+
+# --- timeline -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StaticMapping:
+    """An image mapped in a process for the whole trace (a package ``[image]`` with a ``pid``)."""
+
+    pid: int
+    base: int | None
+    image: str
+    uuid: str | None = None
+
+
+class _Interval:
+    """An entity alive from ``start`` (inclusive) to ``end`` (exclusive)."""
+
+    __slots__ = ("end", "key", "kind", "serial", "start", "value")
+
+    def __init__(
+        self, kind: str, key: tuple[int, ...], start: float, value: object, serial: int
+    ) -> None:
+        self.kind = kind
+        self.key = key
+        self.start = start
+        self.end = _POS_INF
+        self.value = value
+        self.serial = serial
+
+
+ImageResolver = Callable[[str | None, str | None, str, int], "ElfImage | bytes | None"]
+"""Finds an image by (name, uuid, where, line): an ELF image, raw bytes, or None if absent."""
+
+
+class _Timeline:
+    """Intervals built from the log once; shared by every cursor over the same log."""
+
+    def __init__(
+        self,
+        log: EventLog | None,
+        static: list[StaticMapping],
+        warnings: list[str],
+    ) -> None:
+        self.intervals: list[_Interval] = []
+        self.warnings = warnings
+        serial = 0
+        open_: dict[tuple[object, ...], _Interval] = {}
+        seen_end: dict[tuple[object, ...], float] = {}
+        process_ends: dict[int, list[float]] = {}
+
+        for m in static:
+            iv = _Interval("map", (m.pid, -1 if m.base is None else m.base), _NEG_INF, m, serial)
+            serial += 1
+            self.intervals.append(iv)
+
+        events = log.events if log is not None else []
+        where = log.path if log is not None else ""
+        for e in events:
+            t = float(e.timestamp)
+            kind: str
+            key: tuple[int, ...]
+            value: object
+            state: State
+            if isinstance(e, ProcessEvent):
+                kind, key, value, state = "map", (e.pid, e.base), e, e.state
+                if e.state == State.END and not isinstance(e, LibraryEvent):
+                    process_ends.setdefault(e.pid, []).append(t)
+            elif isinstance(e, ThreadEvent):
+                kind, key, value, state = "thread", (e.tid,), e.pid, e.state
+            elif isinstance(e, AsidEvent):
+                kind, key, value, state = "asid", (e.asid,), e.pid, e.state
+            elif isinstance(e, PatchEvent):
+                iv = _Interval("patch", (e.pid, e.address), t, e, serial)
+                serial += 1
+                self.intervals.append(iv)
+                continue
+            else:
+                continue
+            full = (kind, *key)
+            cur = open_.get(full)
+            if state == State.START:
+                if cur is not None:
+                    cur.end = t
+                iv = _Interval(kind, key, t, value, serial)
+                serial += 1
+                open_[full] = iv
+                self.intervals.append(iv)
+            elif state == State.CURRENT:
+                if cur is not None and _same(cur.value, value):
+                    continue
+                if cur is not None:
+                    cur.end = t
+                    start = t
+                else:
+                    start = seen_end.get(full, _NEG_INF)
+                iv = _Interval(kind, key, start, value, serial)
+                serial += 1
+                open_[full] = iv
+                self.intervals.append(iv)
+            else:  # END
+                if cur is not None:
+                    cur.end = t
+                    del open_[full]
+                elif full not in seen_end:
+                    # Its creation was lost: it existed from before the log began.
+                    iv = _Interval(kind, key, _NEG_INF, value, serial)
+                    serial += 1
+                    iv.end = t
+                    self.intervals.append(iv)
+                else:
+                    warnings.append(
+                        f"{where}: line {e.line}: END of something already ended; ignored"
+                    )
+                seen_end[full] = t
+
+        # A patch lasts until its process ends.
+        for iv in self.intervals:
+            if iv.kind == "patch":
+                pid = iv.key[0]
+                for t_end in sorted(process_ends.get(pid, [])):
+                    if t_end > iv.start:
+                        iv.end = t_end
+                        break
+
+        bounds = set()
+        for iv in self.intervals:
+            if iv.start not in (_NEG_INF, _POS_INF):
+                bounds.add(iv.start)
+            if iv.end not in (_NEG_INF, _POS_INF):
+                bounds.add(iv.end)
+        self.bounds: list[float] = sorted(bounds)
+        self._epochs: dict[int, _Epoch] = {}
+
+    def epoch(self, index: int) -> _Epoch:
+        """The state between two boundaries (index -1: before any trace time is known)."""
+        ep = self._epochs.get(index)
+        if ep is None:
+            if index < 0:
+                firsts: dict[tuple[object, ...], _Interval] = {}
+                for iv in self.intervals:
+                    k = (iv.kind, *iv.key) if iv.kind != "patch" else ("patch", iv.serial)
+                    old = firsts.get(k)
+                    if old is None or (iv.start, iv.serial) < (old.start, old.serial):
+                        firsts[k] = iv
+                active = sorted(firsts.values(), key=lambda iv: iv.serial)
+            else:
+                if index == 0:
+                    t = _NEG_INF
+                else:
+                    t = self.bounds[index - 1]
+                active = [iv for iv in self.intervals if iv.start <= t < iv.end]
+            ep = _Epoch(active)
+            self._epochs[index] = ep
+        return ep
+
+    def index_at(self, time: float | None) -> int:
+        """The epoch index of a trace time."""
+        if time is None:
+            return -1
+        return bisect_right(self.bounds, time)
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, ProcessEvent) and isinstance(b, ProcessEvent):
+        return (a.image, a.uuid) == (b.image, b.uuid)
+    return a == b
+
+
+class _Epoch:
+    """What is alive during one stretch of time."""
+
+    def __init__(self, active: list[_Interval]) -> None:
+        self.threads: dict[int, int] = {}
+        self.asids: dict[int, int] = {}
+        self.maps: dict[int, list[_Interval]] = {}
+        self.patches: dict[int, list[_Interval]] = {}
+        for iv in active:
+            if iv.kind == "thread":
+                self.threads[iv.key[0]] = int(iv.value)  # type: ignore[call-overload]
+            elif iv.kind == "asid":
+                self.asids[iv.key[0]] = int(iv.value)  # type: ignore[call-overload]
+            elif iv.kind == "map":
+                self.maps.setdefault(iv.key[0], []).append(iv)
+            elif iv.kind == "patch":
+                self.patches.setdefault(iv.key[0], []).append(iv)
+        for lst in self.patches.values():
+            lst.sort(key=lambda iv: (iv.start, iv.serial), reverse=True)
+
+    def layers(self, pid: int | None) -> tuple[int, ...]:
+        """Serials of the intervals making up ``pid``'s view, highest priority first."""
+        out: list[int] = []
+        pids = [] if pid is None else [pid]
+        if KERNEL_PID not in pids:
+            pids.append(KERNEL_PID)
+        for p in pids:
+            out.extend(iv.serial for iv in self.patches.get(p, []))
+        for p in pids:
+            out.extend(iv.serial for iv in self.maps.get(p, []))
+        return tuple(out)
+
+
+# --- the code memory ----------------------------------------------------------------------
+
+
+class _Shared:
+    """State shared by all cursors over the same log: timeline, images, built views."""
+
+    def __init__(
+        self,
+        static: MemoryMap,
+        timeline: _Timeline,
+        resolve: ImageResolver,
+        mode: str,
+        warnings: list[str],
+        where: str,
+    ) -> None:
+        self.static = static
+        self.timeline = timeline
+        self.resolve = resolve
+        self.mode = mode
+        self.warnings = warnings
+        self.where = where
+        self.by_serial = {iv.serial: iv for iv in timeline.intervals}
+        self.views: dict[tuple[int, ...], tuple[int, MemoryMap]] = {}
+        self.regions: dict[int, list[MemoryRegion]] = {}
+        self._warned: set[str] = set()
+        self.next_generation = 1
+
+    def warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self.warnings.append(message)
+
+    def regions_of(self, serial: int) -> list[MemoryRegion]:
+        got = self.regions.get(serial)
+        if got is not None:
+            return got
+        iv = self.by_serial[serial]
+        out: list[MemoryRegion] = []
+        value = iv.value
+        if isinstance(value, PatchEvent):
+            out = self._patch_regions(value)
+        elif isinstance(value, ProcessEvent):
+            out = self._image_regions(
+                value.image, value.uuid, value.base, value.pid, f"{self.where}: line {value.line}"
+            )
+        elif isinstance(value, StaticMapping):
+            out = self._image_regions(value.image, value.uuid, value.base, value.pid, "package")
+        self.regions[serial] = out
+        return out
+
+    def _patch_regions(self, e: PatchEvent) -> list[MemoryRegion]:
+        where = f"{self.where}: line {e.line}"
+        code = e.code
+        if code is None and (e.file is not None or e.ident is not None):
+            got = self.resolve(e.file or e.ident, None, where, e.line)
+            if isinstance(got, bytes):
+                code = got[: e.length]
+            elif got is None:
+                self.warn_once(
+                    f"patch{e.line}",
+                    f"{where}: code of patch_code at {e.address:#x} not found; "
+                    "the code there is taken as it was",
+                )
+        if not code:
+            return []
+        return [MemoryRegion(e.address, code, MemSpace.ANY, f"patch@{e.line}")]
+
+    def _image_regions(
+        self, name: str | None, uuid: str | None, base: int | None, pid: int, where: str
+    ) -> list[MemoryRegion]:
+        if name is None and uuid is None:
+            return []
+        got = self.resolve(name, uuid, where, 0)
+        label = name or uuid or "?"
+        if got is None:
+            self.warn_once(
+                f"img:{label}:{pid}",
+                f"{where}: image {label!r} of process {pid} not found; its code cannot be decoded",
+            )
+            return []
+        if isinstance(got, bytes):
+            return [MemoryRegion(base or 0, got, MemSpace.ANY, label)]
+        if uuid and got.uuid is not None and not uuid_matches(uuid, got.uuid):
+            self.warn_once(
+                f"uuid:{label}:{uuid}",
+                f"{where}: image {label!r} has build ID {format_uuid(got.build_id or b'')} "
+                f"but {uuid} is expected; decoding may be wrong",
+            )
+        if got.elf_type == "ET_EXEC":
+            if base and base != got.link_base:
+                self.warn_once(
+                    f"exec:{label}:{base}",
+                    f"{where}: {label!r} is not relocatable; base {base:#x} ignored, "
+                    f"loaded at its link address {got.link_base:#x}",
+                )
+            return got.regions(None)
+        return got.regions(base if base is not None else None)
+
+    def view(self, layers: tuple[int, ...]) -> tuple[int, MemoryMap]:
+        got = self.views.get(layers)
+        if got is None:
+            pieces: list[MemoryRegion] = []
+            for serial in layers:
+                pieces.extend(self.regions_of(serial))
+            pieces.extend(self.static.regions)
+            mm = MemoryMap()
+            for r in flatten_regions(pieces):
+                mm.add(r)
+            got = (self.next_generation, mm)
+            self.next_generation += 1
+            self.views[layers] = got
+        return got
+
+
+def flatten_regions(regions: list[MemoryRegion]) -> list[MemoryRegion]:
+    """Non-overlapping pieces of ``regions`` (earlier ones win where they overlap)."""
+    claimed: list[tuple[int, int, int]] = []  # (start, end, space bits)
+    out: list[MemoryRegion] = []
+    for r in regions:
+        parts = [(r.start, r.end)]
+        space = int(r.space)
+        for cs, ce, csp in claimed:
+            if not (csp & space):
+                continue
+            nxt: list[tuple[int, int]] = []
+            for s, e in parts:
+                if ce <= s or e <= cs:
+                    nxt.append((s, e))
+                    continue
+                if s < cs:
+                    nxt.append((s, cs))
+                if ce < e:
+                    nxt.append((ce, e))
+            parts = nxt
+            if not parts:
+                break
+        for s, e in parts:
+            if s == r.start and e == r.end:
+                out.append(r)
+            else:
+                out.append(MemoryRegion(s, r.data[s - r.start : e - r.start], r.space, r.name))
+            claimed.append((s, e, space))
+    return out
+
+
+class AddressSpaces:
+    """Code memory selecting the traced process's mappings by context ID and trace time.
+
+    Implements the code-memory interface of ``docs/architecture.md``:
+    ``find(address, space)``, ``read(address, size, space)``,
+    ``set_context(context_id, vmid)`` and ``generation``. :meth:`set_time` moves
+    the clock (trace timestamps); :meth:`observe` does both from a stream of
+    decoded elements. Each trace source decodes through its own
+    :meth:`cursor`, since each source's trace starts again at the earliest time.
+    """
+
+    def __init__(
+        self,
+        static: MemoryMap | None = None,
+        log: EventLog | None = None,
+        resolve: ImageResolver | None = None,
+        *,
+        contextidr: str | None = None,
+        static_mappings: Iterable[StaticMapping] = (),
+        warnings: list[str] | None = None,
+        _shared: _Shared | None = None,
+    ) -> None:
+        if _shared is None:
+            warn = warnings if warnings is not None else []
+            mode = contextidr or ("asid" if log is not None and log.uses_asids else "pid")
+            if mode not in CONTEXTIDR_MODES:
+                raise SnapshotError(
+                    f"contextidr {mode!r} is not one of {', '.join(CONTEXTIDR_MODES)}"
+                )
+            timeline = _Timeline(log, list(static_mappings), warn)
+            _shared = _Shared(
+                static or MemoryMap(),
+                timeline,
+                resolve or (lambda name, uuid, where, line: None),
+                mode,
+                warn,
+                log.path if log is not None else "",
+            )
+        self._s = _shared
+        self._time: float | None = None
+        self._epoch_index = -2
+        self._context: int | None = None
+        self._pid: int | None = None
+        self._map = MemoryMap()
+        self.generation = 0
+        self._refresh()
+
+    @property
+    def mode(self) -> str:
+        """How CONTEXTIDR identifies the process: ``pid``, ``asid`` or ``tid``."""
+        return self._s.mode
+
+    @property
+    def warnings(self) -> list[str]:
+        """Problems met so far (images not found, build ID mismatches...)."""
+        return self._s.warnings
+
+    @property
+    def pid(self) -> int | None:
+        """The process whose address space is selected (None when unknown)."""
+        return self._pid
+
+    def cursor(self) -> AddressSpaces:
+        """A new reader over the same log and images, at the start of time and context."""
+        return AddressSpaces(_shared=self._s)
+
+    # -- the code-memory interface --
+
+    def find(self, address: int, space: MemSpace | int = MemSpace.ANY) -> MemoryRegion | None:
+        """The region holding ``address`` in the current address space."""
+        return self._map.find(address, space)
+
+    def read(self, address: int, size: int, space: MemSpace | int = MemSpace.ANY) -> bytes:
+        """Up to ``size`` bytes at ``address`` from one region; empty if unmapped."""
+        return self._map.read(address, size, space)
+
+    def set_context(self, context_id: int | None, vmid: int | None = None) -> None:
+        """Select the address space of the process CONTEXTIDR (``context_id``) identifies."""
+        if context_id == self._context:
+            return
+        self._context = context_id
+        self._refresh()
+
+    def set_time(self, timestamp: int | None) -> None:
+        """Move to trace time ``timestamp`` (events up to it are applied)."""
+        self._time = None if timestamp is None else float(timestamp)
+        index = self._s.timeline.index_at(self._time)
+        if index != self._epoch_index:
+            self._refresh()
+
+    def observe(self, elements: Iterable[Element]) -> Iterator[Element]:
+        """Pass ``elements`` through, following their timestamps and context changes."""
+        for e in elements:
+            if type(e) is Timestamp:
+                self.set_time(e.timestamp)
+            elif type(e) is PEContext and e.context.ctxt_id_valid:
+                self.set_context(e.context.context_id)
+            yield e
+
+    # -- internals --
+
+    def process_of(self, context_id: int | None) -> int | None:
+        """The process a CONTEXTIDR value stands for at the current time (§5.7)."""
+        if context_id is None:
+            return None
+        ep = self._s.timeline.epoch(self._s.timeline.index_at(self._time))
+        mode = self._s.mode
+        ident: int | None
+        if mode == "asid":
+            ident = ep.asids.get(context_id & 0xFF)
+            if ident is None:
+                return None
+        elif mode == "pid":
+            ident = (context_id >> 8) & 0xFFFFFF
+        else:
+            ident = context_id & 0xFFFFFFFF
+        return ep.threads.get(ident, ident)
+
+    def _refresh(self) -> None:
+        tl = self._s.timeline
+        index = tl.index_at(self._time)
+        self._epoch_index = index
+        self._pid = self.process_of(self._context)
+        gen, mm = self._s.view(tl.epoch(index).layers(self._pid))
+        self._map = mm
+        self.generation = gen
