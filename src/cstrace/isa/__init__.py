@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from cstrace.isa.cores import CORES, arch_profile, lookup
 from cstrace.isa.decode import classify, decode, decode_at, read_opcode
-from cstrace.isa.scan import BlockCache, scan_to_address, scan_to_waypoint
+from cstrace.isa.scan import BlockCache, Walker, scan_to_address, scan_to_waypoint
 from cstrace.isa.t32 import is_wide
 from cstrace.isa.types import ArchVersion, InstrInfo, IsaOptions, Profile, Scan, StopReason
 
@@ -44,6 +44,7 @@ __all__ = [
     "Profile",
     "Scan",
     "StopReason",
+    "Walker",
     "arch_profile",
     "classify",
     "decode",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cstrace.elements import InstrSubtype, InstrType, Isa
+from cstrace.elements import Isa
 from cstrace.isa.a32 import classify_a32
 from cstrace.isa.a64 import classify_a64
 from cstrace.isa.cls import Cls
@@ -29,7 +29,7 @@ _MASK32 = 0xFFFFFFFF
 _MASK64 = (1 << 64) - 1
 _CLS_KEY_MASK = 0xF  # the options bits that change the classification of an opcode
 
-_CACHES: dict[tuple[int, int], dict[int, Cls]] = {}
+_CACHES: dict[tuple[Isa, int], tuple[dict[int, Cls], Callable[[int], Cls]]] = {}
 
 
 def _classifier(isa: Isa, key: int) -> Callable[[int], Cls]:
@@ -48,11 +48,10 @@ def _classifier(isa: Isa, key: int) -> Callable[[int], Cls]:
 def cls_cache(isa: Isa, opts: IsaOptions) -> tuple[dict[int, Cls], Callable[[int], Cls]]:
     """The opcode → :data:`Cls` cache for ``isa`` and ``opts``, and the classifier."""
     key = opts.key & _CLS_KEY_MASK
-    ck = (int(isa), key)
-    cache = _CACHES.get(ck)
-    if cache is None:
-        cache = _CACHES[ck] = {}
-    return cache, _classifier(isa, key)
+    found = _CACHES.get((isa, key))
+    if found is None:
+        found = _CACHES[(isa, key)] = ({}, _classifier(isa, key))
+    return found
 
 
 def classify(isa: Isa, opcode: int, opts: IsaOptions) -> Cls:
@@ -83,8 +82,8 @@ def info_from_cls(isa: Isa, address: int, opcode: int, c: Cls) -> InstrInfo:
         address,
         opcode,
         size,
-        InstrType(itype),
-        InstrSubtype(subtype),
+        itype,
+        subtype,
         is_cond,
         is_link,
         target,

@@ -27,18 +27,15 @@ from __future__ import annotations
 
 import sys
 from bisect import bisect_left
-from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from cstrace.elements import InstrType, Isa
-from cstrace.isa.cls import Cls
 from cstrace.isa.decode import Buffer, cls_cache, info_from_cls
-from cstrace.isa.t32 import is_wide
-from cstrace.isa.types import IsaOptions, Scan, StopReason
+from cstrace.isa.types import InstrInfo, IsaOptions, Scan, StopReason
 
-__all__ = ["BlockCache", "scan_to_address", "scan_to_waypoint"]
+__all__ = ["BlockCache", "Walker", "scan_to_address", "scan_to_waypoint"]
 
 _OTHER = InstrType.OTHER
 _LITTLE = sys.byteorder == "little"
@@ -74,10 +71,6 @@ _INDEX_MIN_BYTES = 2048  # smaller code objects are walked directly
 _INDEX_MAX = 256  # code objects with a waypoint index kept at once
 
 
-class _HasGeneration(Protocol):
-    generation: int
-
-
 def _words(code: Buffer, off: int, count: int) -> memoryview | list[int]:
     """``count`` little-endian 32-bit words of ``code`` from byte ``off``."""
     raw = memoryview(code)[off : off + 4 * count]
@@ -92,12 +85,6 @@ def _halfwords(code: Buffer, off: int, count: int) -> memoryview | list[int]:
     if _LITTLE:
         return raw.cast("B").cast("H")
     return [int.from_bytes(raw[i : i + 2], "little") for i in range(0, 2 * count, 2)]
-
-
-def _is_candidate_fn(isa: Isa) -> Callable[[int], bool]:
-    if isa == Isa.A64:
-        return lambda w: bool(_A64_CAND[w >> 24])
-    return lambda w: bool(_A32_TOP_CAND[w >> 24]) or (w & 0xF000) == 0xF000
 
 
 class _WordIndex:
@@ -152,188 +139,260 @@ class _WordIndex:
         return n
 
 
-_INDEXES: dict[tuple[int, int, int, int], _WordIndex] = {}
-
-
-def _word_index(code: Buffer, off: int, isa: Isa, opts: IsaOptions) -> _WordIndex:
-    phase = off & 3
-    key = (id(code), int(isa), opts.key & 0xF, phase)
-    ix = _INDEXES.get(key)
-    if ix is None or ix.code is not code:
-        if len(_INDEXES) >= _INDEX_MAX:
-            del _INDEXES[next(iter(_INDEXES))]
-        ix = _INDEXES[key] = _WordIndex(code, phase, isa, opts)
-    return ix
-
-
 def _word_at(code: Buffer, off: int) -> int:
     return int.from_bytes(bytes(code[off : off + 4]), "little")
 
 
-def _fixed_scan(
-    code: Buffer, base: int, start: int, isa: Isa, opts: IsaOptions, max_instr: int
-) -> Scan:
-    """Walk A64 or A32 code (4-byte instructions)."""
-    off = start - base
-    avail = (len(code) - off) // 4 if off >= 0 else 0
-    if avail <= 0:
-        return Scan(isa, start, start, 0, None, StopReason.NO_BYTES)
-    limit = avail if not max_instr or max_instr > avail else max_instr
-    cache, fn = cls_cache(isa, opts)
-    if len(code) >= _INDEX_MIN_BYTES:
-        ix = _word_index(code, off, isa, opts)
-        i0 = (off - ix.off) >> 2
-        k = ix.next_waypoint(i0) - i0  # instructions before the waypoint
-        if k < limit:
-            count, reason = k + 1, StopReason.WAYPOINT
-        else:
-            count = limit
-            reason = StopReason.COUNT if count == max_instr else StopReason.NO_BYTES
-        w = _word_at(code, off + 4 * (count - 1))
-        c = cache.get(w)
-        if c is None:
-            c = cache[w] = fn(w)
-        return Scan(
-            isa,
-            start,
-            start + 4 * count,
-            count,
-            info_from_cls(isa, start + 4 * (count - 1), w, c),
-            reason,
-        )
-    words = _words(code, off, limit)
-    cand = _A64_CAND if isa == Isa.A64 else _A32_TOP_CAND
-    a64 = isa == Isa.A64
-    count = 0
-    c = None
-    w = 0
-    for w in words:
-        count += 1
-        if cand[w >> 24] or (not a64 and (w & 0xF000) == 0xF000):
-            c = cache.get(w)
-            if c is None:
-                c = cache[w] = fn(w)
-            if c[1] != _OTHER:
-                return Scan(
-                    isa,
-                    start,
-                    start + 4 * count,
-                    count,
-                    info_from_cls(isa, start + 4 * (count - 1), w, c),
-                    StopReason.WAYPOINT,
-                )
-    c = cache.get(w)
-    if c is None:
-        c = cache[w] = fn(w)
-    reason = StopReason.COUNT if count == max_instr else StopReason.NO_BYTES
-    return Scan(
-        isa,
-        start,
-        start + 4 * count,
-        count,
-        info_from_cls(isa, start + 4 * (count - 1), w, c),
-        reason,
+class Walker:
+    """Walks one code object, in one ISA, with one set of options; remembers its walks.
+
+    ``code`` is mapped at ``base`` (``end`` = ``base + len(code)``). :meth:`scan`
+    is :func:`scan_to_waypoint` with a cache keyed by the start address (and
+    ``max_instr``/``it_state`` when they are not 0): a repeated walk costs one
+    dictionary lookup and returns the same :class:`Scan`. :meth:`walk` and
+    :meth:`walk_to` do not cache. The code must not change while a walker
+    uses it. ``max_blocks`` bounds the cache (it is emptied when full).
+    """
+
+    __slots__ = (
+        "_cache",
+        "_extra",
+        "_fn",
+        "_hws",
+        "_ix",
+        "base",
+        "blocks",
+        "code",
+        "end",
+        "isa",
+        "max_blocks",
+        "opts",
     )
 
+    def __init__(
+        self, code: Buffer, base: int, isa: Isa, opts: IsaOptions, max_blocks: int = 1 << 18
+    ) -> None:
+        if isa not in (Isa.A64, Isa.A32, Isa.T32):
+            raise ValueError(f"instructions of ISA {isa!r} cannot be walked")
+        self.code = code
+        self.base = base
+        self.end = base + len(code)
+        self.isa = isa
+        self.opts = opts
+        self.max_blocks = max_blocks
+        self.blocks: dict[int, Scan] = {}
+        self._extra: dict[tuple[int, int, int], Scan] = {}
+        self._cache, self._fn = cls_cache(isa, opts)
+        self._ix: dict[int, _WordIndex] = {}
+        self._hws: memoryview | list[int] | None = None
 
-def _t32_scan(
-    code: Buffer,
-    base: int,
-    start: int,
-    opts: IsaOptions,
-    max_instr: int,
-    stop_at: int | None,
-    it_state: int = 0,
-) -> Scan:
-    """Walk T32 code halfword by halfword (also serves :func:`scan_to_address`)."""
-    isa = Isa.T32
-    off = start - base
-    nhw = (len(code) - off) // 2 if off >= 0 else 0
-    track_it = opts.track_it_block
-    it_left = it_state if track_it else 0
-    if nhw < 2:
-        return Scan(isa, start, start, 0, None, StopReason.NO_BYTES, it_left)
-    hws = _halfwords(code, off, nhw)
-    cache, fn = cls_cache(isa, opts)
-    kind = _T32_KIND_B
-    to_addr = stop_at is not None
-    stop_i = -1 if stop_at is None else stop_at - start  # in bytes from start
-    limit = max_instr if max_instr > 0 else -1
-    i = 0  # halfword index
-    count = 0
-    last_i = 0
-    last_cond_it = False
-    reason = StopReason.NO_BYTES
-    c: Cls | None = None
-    while i + 1 < nhw:
-        h = hws[i]
-        k = kind[h >> 8]
-        last_i = i
-        in_it = it_left > 0
-        if in_it:
-            it_left -= 1
-        if k == 0:
-            i += 1
-            c = None
-        elif k == 1:
-            i += 2
-            c = None
+    def scan(self, start: int, max_instr: int = 0, it_state: int = 0) -> Scan:
+        """:meth:`walk`, remembered (do not modify the result)."""
+        if not max_instr and not it_state:
+            s = self.blocks.get(start)
+            if s is None:
+                if len(self.blocks) >= self.max_blocks:
+                    self.blocks.clear()
+                s = self.blocks[start] = self.walk(start)
+            return s
+        key = (start, max_instr, it_state)
+        s = self._extra.get(key)
+        if s is None:
+            if len(self._extra) >= self.max_blocks:
+                self._extra.clear()
+            s = self._extra[key] = self.walk(start, max_instr, it_state)
+        return s
+
+    def __len__(self) -> int:
+        return len(self.blocks) + len(self._extra)
+
+    def clear(self) -> None:
+        """Forget the remembered walks."""
+        self.blocks.clear()
+        self._extra.clear()
+
+    def walk(self, start: int, max_instr: int = 0, it_state: int = 0) -> Scan:
+        """Walk to the first waypoint: see :func:`scan_to_waypoint`."""
+        if self.isa == Isa.T32:
+            return self._walk_t32(start, max_instr, None, it_state)
+        return self._walk_fixed(start, max_instr)
+
+    def walk_to(self, start: int, stop_at: int, max_instr: int = 0, it_state: int = 0) -> Scan:
+        """Walk through waypoints to ``stop_at``: see :func:`scan_to_address`."""
+        if self.isa == Isa.T32:
+            return self._walk_t32(start, max_instr, stop_at, it_state)
+        return self._fixed_to_address(start, stop_at, max_instr)
+
+    def _last(self, address: int, w: int) -> InstrInfo:
+        """The :class:`InstrInfo` of the 4-byte instruction ``w`` at ``address``."""
+        cache = self._cache
+        c = cache.get(w)
+        if c is None:
+            c = cache[w] = self._fn(w)
+        return info_from_cls(self.isa, address, w, c)
+
+    def _index(self, phase: int) -> _WordIndex:
+        ix = self._ix.get(phase)
+        if ix is None:
+            ix = self._ix[phase] = _WordIndex(self.code, phase, self.isa, self.opts)
+        return ix
+
+    def _walk_fixed(self, start: int, max_instr: int) -> Scan:
+        """A64 or A32: all instructions are 4 bytes."""
+        isa = self.isa
+        code = self.code
+        off = start - self.base
+        avail = (len(code) - off) // 4 if off >= 0 else 0
+        if avail <= 0:
+            return Scan(isa, start, start, 0, None, StopReason.NO_BYTES)
+        limit = avail if not max_instr or max_instr > avail else max_instr
+        if len(code) >= _INDEX_MIN_BYTES:
+            ix = self._index(off & 3)
+            i0 = off >> 2
+            k = ix.next_waypoint(i0) - i0  # instructions before the waypoint
+            if k < limit:
+                count, reason = k + 1, StopReason.WAYPOINT
+            else:
+                count = limit
+                reason = StopReason.COUNT if count == max_instr else StopReason.NO_BYTES
+            last = start + 4 * (count - 1)
+            return Scan(
+                isa,
+                start,
+                last + 4,
+                count,
+                self._last(last, _word_at(code, off + 4 * (count - 1))),
+                reason,
+            )
+        cache = self._cache
+        fn = self._fn
+        cand = _A64_CAND if isa == Isa.A64 else _A32_TOP_CAND
+        a32 = isa == Isa.A32
+        count = 0
+        w = 0
+        for w in _words(code, off, limit):
+            count += 1
+            if cand[w >> 24] or (a32 and (w & 0xF000) == 0xF000):
+                c = cache.get(w)
+                if c is None:
+                    c = cache[w] = fn(w)
+                if c[1] != _OTHER:
+                    last = start + 4 * (count - 1)
+                    info = info_from_cls(isa, last, w, c)
+                    return Scan(isa, start, last + 4, count, info, StopReason.WAYPOINT)
+        reason = StopReason.COUNT if count == max_instr else StopReason.NO_BYTES
+        last = start + 4 * (count - 1)
+        return Scan(isa, start, last + 4, count, self._last(last, w), reason)
+
+    def _fixed_to_address(self, start: int, stop_at: int, max_instr: int) -> Scan:
+        isa = self.isa
+        off = start - self.base
+        avail = (len(self.code) - off) // 4 if off >= 0 else 0
+        if avail <= 0:
+            return Scan(isa, start, start, 0, None, StopReason.NO_BYTES)
+        want = stop_at - start
+        if want > 0 and want % 4 == 0 and want // 4 <= avail:
+            count, reason = want // 4, StopReason.ADDRESS
         else:
-            key = (h << 16) | hws[i + 1] if is_wide(h) else h << 16
-            c = cache.get(key)
-            if c is None:
-                c = cache[key] = fn(key)
-            i += c[0] >> 1
-            if track_it and c[8]:
-                it_left = c[8]
-        count += 1
-        last_cond_it = in_it
-        if c is not None and c[1] != _OTHER and not to_addr:
-            reason = StopReason.WAYPOINT
-            break
-        if count == limit:
-            reason = StopReason.COUNT
-            break
-        if 2 * i == stop_i:
-            reason = StopReason.ADDRESS
-            break
-    if count == 0:
-        return Scan(isa, start, start, 0, None, StopReason.NO_BYTES, it_left)
-    h = hws[last_i]
-    w = (h << 16) | hws[last_i + 1]
-    key = w if is_wide(h) else h << 16
-    c = cache.get(key)
-    if c is None:
-        c = cache[key] = fn(key)
-    info = info_from_cls(isa, start + 2 * last_i, w, c)
-    if last_cond_it:
-        info.is_cond = True
-    return Scan(isa, start, start + 2 * i, count, info, reason, it_left)
+            count, reason = avail, StopReason.NO_BYTES
+        if max_instr and max_instr <= count:
+            if max_instr < count:
+                reason = StopReason.COUNT
+            count = max_instr
+        last = start + 4 * (count - 1)
+        info = self._last(last, _word_at(self.code, off + 4 * (count - 1)))
+        return Scan(isa, start, last + 4, count, info, reason)
+
+    def _walk_t32(self, start: int, max_instr: int, stop_at: int | None, it_state: int) -> Scan:
+        """T32: halfword by halfword; also serves :meth:`walk_to`."""
+        isa = Isa.T32
+        off = start - self.base
+        track_it = self.opts.track_it_block
+        it_left = it_state if track_it else 0
+        if off < 0 or off + 4 > len(self.code):
+            return Scan(isa, start, start, 0, None, StopReason.NO_BYTES, it_left)
+        hws: memoryview | list[int]
+        if off & 1:
+            hws = _halfwords(self.code, off, (len(self.code) - off) // 2)
+            i = 0
+        else:
+            cached = self._hws
+            if cached is None:
+                cached = self._hws = _halfwords(self.code, 0, len(self.code) // 2)
+            hws = cached
+            i = off >> 1
+        i0 = i
+        nhw = len(hws)
+        cache = self._cache
+        fn = self._fn
+        kind = _T32_KIND_B
+        to_addr = stop_at is not None
+        stop_i = -1 if stop_at is None else i0 + ((stop_at - start) >> 1)
+        if stop_at is not None and (stop_at - start) & 1:
+            stop_i = -1
+        limit = max_instr if max_instr > 0 else -1
+        count = 0
+        last_i = i
+        last_in_it = False
+        reason = StopReason.NO_BYTES
+        while i + 1 < nhw:
+            h = hws[i]
+            k = kind[h >> 8]
+            last_i = i
+            last_in_it = it_left > 0
+            if last_in_it:
+                it_left -= 1
+            count += 1
+            if k == 0:
+                i += 1
+            elif k == 1:
+                i += 2
+            else:
+                key = (h << 16) | hws[i + 1] if (h & 0xF800) >= 0xE800 else h << 16
+                c = cache.get(key)
+                if c is None:
+                    c = cache[key] = fn(key)
+                i += c[0] >> 1
+                if track_it and c[8]:
+                    it_left = c[8]
+                if c[1] != _OTHER and not to_addr:
+                    reason = StopReason.WAYPOINT
+                    break
+            if count == limit:
+                reason = StopReason.COUNT
+                break
+            if i == stop_i:
+                reason = StopReason.ADDRESS
+                break
+        if count == 0:
+            return Scan(isa, start, start, 0, None, StopReason.NO_BYTES, it_left)
+        h = hws[last_i]
+        w = (h << 16) | hws[last_i + 1]
+        key = w if (h & 0xF800) >= 0xE800 else h << 16
+        c = cache.get(key)
+        if c is None:
+            c = cache[key] = fn(key)
+        info = info_from_cls(isa, start + 2 * (last_i - i0), w, c)
+        if last_in_it:
+            info.is_cond = True
+        return Scan(isa, start, start + 2 * (i - i0), count, info, reason, it_left)
 
 
-def _fixed_to_address(
-    code: Buffer, base: int, start: int, isa: Isa, opts: IsaOptions, stop_at: int, max_instr: int
-) -> Scan:
-    off = start - base
-    avail = (len(code) - off) // 4 if off >= 0 else 0
-    if avail <= 0:
-        return Scan(isa, start, start, 0, None, StopReason.NO_BYTES)
-    want = stop_at - start
-    if want > 0 and want % 4 == 0 and want // 4 <= avail:
-        count, reason = want // 4, StopReason.ADDRESS
-    else:
-        count, reason = avail, StopReason.NO_BYTES
-    if max_instr and max_instr <= count:
-        if max_instr < count:
-            reason = StopReason.COUNT
-        count = max_instr
-    cache, fn = cls_cache(isa, opts)
-    w = _word_at(code, off + 4 * (count - 1))
-    c = cache.get(w)
-    if c is None:
-        c = cache[w] = fn(w)
-    info = info_from_cls(isa, start + 4 * (count - 1), w, c)
-    return Scan(isa, start, start + 4 * count, count, info, reason)
+_WALKERS: dict[tuple[int, int, Isa, int], Walker] = {}
+_WALKERS_MAX = 256  # code objects kept (pinned) by the module-level functions
+
+
+def _walker(code: Buffer, base: int, isa: Isa, opts: IsaOptions) -> Walker:
+    """A shared walker for the pure functions (keeps large code objects' indexes)."""
+    if len(code) < _INDEX_MIN_BYTES:
+        return Walker(code, base, isa, opts)
+    key = (id(code), base, isa, opts.key)
+    w = _WALKERS.get(key)
+    if w is None or w.code is not code:
+        if len(_WALKERS) >= _WALKERS_MAX:
+            del _WALKERS[next(iter(_WALKERS))]
+        w = _WALKERS[key] = Walker(code, base, isa, opts)
+    return w
 
 
 def scan_to_waypoint(
@@ -358,11 +417,7 @@ def scan_to_waypoint(
     of an IT block still to come at ``start`` (``Scan.it_state`` the number
     left after the walk); an instruction inside an IT block is conditional.
     """
-    if isa == Isa.T32:
-        return _t32_scan(code, base, start, opts, max_instr, None, it_state)
-    if isa == Isa.A64 or isa == Isa.A32:
-        return _fixed_scan(code, base, start, isa, opts, max_instr)
-    raise ValueError(f"instructions of ISA {isa!r} cannot be walked")
+    return _walker(code, base, isa, opts).walk(start, max_instr, it_state)
 
 
 def scan_to_address(
@@ -383,42 +438,92 @@ def scan_to_address(
     after ``max_instr`` instructions (if not 0), or ``NO_BYTES`` at the end of
     ``code`` (``stop_at`` not reached: behind ``start``, or beyond the code).
     """
-    if isa == Isa.T32:
-        return _t32_scan(code, base, start, opts, max_instr, stop_at, it_state)
-    if isa == Isa.A64 or isa == Isa.A32:
-        return _fixed_to_address(code, base, start, isa, opts, stop_at, max_instr)
-    raise ValueError(f"instructions of ISA {isa!r} cannot be walked")
+    return _walker(code, base, isa, opts).walk_to(start, stop_at, max_instr, it_state)
+
+
+class _Memory(Protocol):
+    generation: int
+
+    def find(self, address: int, space: int = ...) -> Any: ...
 
 
 class BlockCache:
     """Remembers walks: a repeated walk of the same block is one dictionary lookup.
 
-    A walk is identified by the code object (its identity), the ISA, the start
-    address, the options and ``max_instr``; the same :class:`Scan` object is
-    returned each time (do not modify it). Give the memory map (anything with a
-    ``generation`` attribute) to drop everything whenever its generation
-    changes, or call :meth:`clear`. ``max_entries`` bounds the memory used: the
-    cache is emptied when it is reached.
+    Two levels, both returning shared :class:`Scan` objects (do not modify them):
+
+    - :meth:`scan` / :meth:`walker`: walks of a given code object (its identity,
+      ``base``, ISA and options pick a :class:`Walker`, which caches by start
+      address). A decoder that stays in one region can hold the walker and call
+      ``walker.scan(address)`` directly.
+    - :meth:`walk`: walks of the memory map given at construction, by memory
+      space, address and ISA, with the options given at construction. A walk
+      that runs off the end of a region continues in the region mapped at the
+      next address, as the reference reads each opcode from whichever image
+      holds it; it stops with ``NO_BYTES`` where 4 bytes cannot be read from
+      one image (the ADDR_NACC address is then ``scan.end``).
+
+    The memory-map level is emptied whenever ``memory.generation`` changes;
+    walkers stay valid (their code objects do not change). ``max_entries``
+    bounds each level.
     """
 
-    __slots__ = ("_blocks", "_codes", "_generation", "_memory", "hits", "max_entries", "misses")
+    __slots__ = (
+        "_cur",
+        "_cur_isa",
+        "_cur_space",
+        "_extra",
+        "_generation",
+        "_memory",
+        "_walkers",
+        "_walks",
+        "max_entries",
+        "opts",
+    )
 
-    def __init__(self, memory: _HasGeneration | None = None, max_entries: int = 1 << 20) -> None:
+    def __init__(
+        self,
+        memory: _Memory | None = None,
+        max_entries: int = 1 << 20,
+        opts: IsaOptions | None = None,
+    ) -> None:
         self._memory = memory
-        self._generation = None if memory is None else memory.generation
-        self._blocks: dict[tuple[int, int, int, int, int, int], Scan] = {}
-        self._codes: dict[int, Buffer] = {}
+        self._generation: int | None = None  # the first walk checks memory and options
+        self.opts = opts
         self.max_entries = max_entries
-        self.hits = 0
-        self.misses = 0
+        self._walkers: dict[tuple[int, int, Isa, int], Walker] = {}
+        # memory-level walks: one dict per (space, isa), keyed by address
+        self._walks: dict[tuple[int, int], dict[int, Scan]] = {}
+        self._extra: dict[tuple[int, int, int, int, int], Scan] = {}
+        self._cur: dict[int, Scan] = {}
+        self._cur_space = -1
+        self._cur_isa = -1
 
     def clear(self) -> None:
-        """Forget every walk."""
-        self._blocks.clear()
-        self._codes.clear()
+        """Forget every walk and walker."""
+        self._walkers.clear()
+        self._forget_walks()
+
+    def _forget_walks(self) -> None:
+        self._walks.clear()
+        self._extra.clear()
+        self._cur = {}
+        self._cur_space = -1
+        self._cur_isa = -1
 
     def __len__(self) -> int:
-        return len(self._blocks)
+        walks = sum(len(d) for d in self._walks.values())
+        return walks + len(self._extra) + sum(len(w) for w in self._walkers.values())
+
+    def walker(self, code: Buffer, base: int, isa: Isa, opts: IsaOptions) -> Walker:
+        """The (cached) :class:`Walker` of ``code`` mapped at ``base``."""
+        key = (id(code), base, isa, opts.key)
+        w = self._walkers.get(key)
+        if w is None or w.code is not code:
+            if len(self._walkers) >= 4096:
+                self._walkers.clear()
+            w = self._walkers[key] = Walker(code, base, isa, opts, self.max_entries)
+        return w
 
     def scan(
         self,
@@ -431,20 +536,74 @@ class BlockCache:
         it_state: int = 0,
     ) -> Scan:
         """:func:`scan_to_waypoint`, remembered."""
+        return self.walker(code, base, isa, opts).scan(start, max_instr, it_state)
+
+    def walk(
+        self, space: int, address: int, isa: Isa, max_instr: int = 0, it_state: int = 0
+    ) -> Scan:
+        """Walk the memory map from ``address`` in memory ``space`` to the next waypoint.
+
+        Needs the ``memory`` and ``opts`` given at construction. ``space`` is a
+        :class:`~cstrace.elements.MemSpace` (any int bit set), passed to
+        ``memory.find``. Stops as :func:`scan_to_waypoint` does; ``NO_BYTES``
+        means the next opcode is in no image (``count`` is 0 when not even the
+        first one is).
+        """
         mem = self._memory
-        if mem is not None and mem.generation != self._generation:
+        if mem is None or mem.generation != self._generation:
+            if mem is None or self.opts is None:
+                raise ValueError(
+                    "BlockCache.walk needs the memory and options given at construction"
+                )
             self._generation = mem.generation
-            self.clear()
-        key = (start, isa, max_instr | (it_state << 40), opts.key, id(code), base)
-        s = self._blocks.get(key)
-        if s is not None:
-            self.hits += 1
+            self._forget_walks()
+        if max_instr or it_state:
+            xkey = (address, space, isa, max_instr, it_state)
+            s = self._extra.get(xkey)
+            if s is None:
+                if len(self._extra) >= self.max_entries:
+                    self._extra.clear()
+                s = self._extra[xkey] = self._walk_memory(
+                    mem, space, address, isa, max_instr, it_state
+                )
             return s
-        self.misses += 1
-        if len(self._blocks) >= self.max_entries:
-            self.clear()
-        # Pin the code object: while it is cached, its id cannot be reused.
-        self._codes[id(code)] = code
-        s = scan_to_waypoint(code, base, start, isa, opts, max_instr, it_state)
-        self._blocks[key] = s
+        if space != self._cur_space or isa != self._cur_isa:
+            d = self._walks.get((space, isa))
+            if d is None:
+                d = self._walks[(space, isa)] = {}
+            self._cur = d
+            self._cur_space = space
+            self._cur_isa = isa
+        s = self._cur.get(address)
+        if s is None:
+            d = self._cur
+            if len(d) >= self.max_entries:
+                d.clear()
+            s = d[address] = self._walk_memory(mem, space, address, isa, 0, 0)
+        return s
+
+    def _walk_memory(
+        self, mem: _Memory, space: int, address: int, isa: Isa, max_instr: int, it_state: int
+    ) -> Scan:
+        opts = self.opts
+        assert opts is not None
+        region = mem.find(address, space)
+        if region is None:
+            return Scan(isa, address, address, 0, None, StopReason.NO_BYTES, it_state)
+        s = self.walker(region.data, region.start, isa, opts).scan(address, max_instr, it_state)
+        count = s.count
+        while s.reason == StopReason.NO_BYTES and (not max_instr or count < max_instr):
+            nxt = mem.find(s.end, space)
+            if nxt is None or nxt is region:
+                break
+            region = nxt
+            left = max_instr - count if max_instr else 0
+            w = self.walker(region.data, region.start, isa, opts)
+            s2 = w.scan(s.end, left, s.it_state)
+            if s2.count == 0:
+                break
+            count += s2.count
+            s = Scan(isa, address, s2.end, count, s2.last, s2.reason, s2.it_state)
+        if s.start != address:
+            s = Scan(isa, address, s.end, count, s.last, s.reason, s.it_state)
         return s
