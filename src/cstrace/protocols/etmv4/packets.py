@@ -176,7 +176,8 @@ class NotSync(Etmv4Packet):
 
     The reader reports unsynchronised bytes in pieces as the reference does (at
     most 8 bytes each, split before each 0x00 byte); a stream may start with
-    several of these.
+    several of these. A 0x00 byte shed from a run of more than eleven 0x00
+    bytes has ``kind`` ASYNC (the reference lists it as ``I_ASYNC``).
     """
 
     __slots__ = ()

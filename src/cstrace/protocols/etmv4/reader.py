@@ -32,8 +32,8 @@ The reader never raises on trace content.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import Generator, Iterator
+from typing import NamedTuple, cast
 
 from cstrace.capture.stream import Stream
 from cstrace.protocols.etmv4.config import ArchVersion, Etmv4Config
@@ -619,17 +619,10 @@ def _long_address(data: bytes, p: int, isa: int, wide: bool) -> int:
     return value
 
 
-def iter_packets(
-    stream: Stream, config: Etmv4Config, complete: bool = True
-) -> Iterator[Etmv4Packet]:
-    """Read the ETMv4/ETE packets of one trace ID's stream (see the module docstring)."""
-    data = stream.data
-    n = len(data)
-    if n == 0:
-        return
-    rp: list[int] = stream.run_pos.tolist()
-    ri: list[int] = stream.run_idx.tolist()
-    nruns = len(rp)
+def _unsynced(
+    data: bytes, n: int, rp: list[int], ri: list[int], complete: bool
+) -> Generator[Etmv4Packet, None, int]:
+    """The packets before the first A-sync; returns the position after it (-1: none found)."""
 
     def idx_of(pos: int) -> int:
         k = bisect_right(rp, pos) - 1
@@ -692,31 +685,40 @@ def iter_packets(
                     if last:
                         pos += 1
                         break
-                    yield NotSync(pkt_idx, data[bstart : bstart + 1])
+                    # the reference reports the extra leading 0x00 under the A-sync kind
+                    yield NotSync(pkt_idx, data[bstart : bstart + 1], P.ASYNC)
                     bstart += 1
             pos += 1
         if not finished:
             # end of the stream inside unsynchronised bytes
             if complete and bstart < n:
                 yield BadPacket(pkt_idx, data[bstart:n], P.INCOMPLETE_EOT, typ)
-            return
+            return -1
+    return pos
 
-    yield from _iter_synced(data, pos, n, rp, ri, nruns, config, complete)
 
-
-def _iter_synced(
-    data: bytes,
-    pos: int,
-    n: int,
-    rp: list[int],
-    ri: list[int],
-    nruns: int,
-    config: Etmv4Config,
-    complete: bool,
+def iter_packets(
+    stream: Stream, config: Etmv4Config, complete: bool = True
 ) -> Iterator[Etmv4Packet]:
-    """Packets from ``pos`` on, once the stream is synchronised (one loop, state in locals)."""
+    """Read the ETMv4/ETE packets of one trace ID's stream (see the module docstring).
+
+    Once synchronised, one loop reads every packet, with the reader state in
+    local variables.
+    """
+    data = stream.data
+    n = len(data)
+    if n == 0:
+        return
+    rp: list[int] = stream.run_pos.tolist()
+    ri: list[int] = stream.run_idx.tolist()
+    nruns = len(rp)
+    pos = yield from _unsynced(data, n, rp, ri, complete)
+    if pos < 0:
+        return
+
     handlers, kinds = header_table(config)
     atoms = ATOMS
+    new_obj = object.__new__
     raw1 = _RAW1
     is_ete = config.major_version >= 5
     m_type = config.is_m_profile
@@ -758,9 +760,21 @@ def _iter_synced(
         h = handlers[hdr]
 
         if h == H_ATOM:
-            kind, bits, count = atoms[hdr]  # type: ignore[misc]
-            yield Atom(off, raw1[hdr], kind, bits, count)
-            pos += 1
+            # runs of atoms are most of the trace: stay in this loop while they last
+            while True:
+                # built without an __init__ call: this is the hottest line of the reader
+                pkt = new_obj(Atom)
+                pkt.offset = off
+                pkt.raw = raw1[hdr]
+                pkt.kind, pkt.bits, pkt.count = atoms[hdr]  # type: ignore[misc]
+                yield pkt
+                pos += 1
+                if pos >= n or pos >= run_end:
+                    break
+                hdr = data[pos]
+                if handlers[hdr] != H_ATOM:
+                    break
+                off += 1
             continue
 
         kind = kinds[hdr]
@@ -787,10 +801,14 @@ def _iter_synced(
                 a0 = (a0 & ~mask) | (value & mask)
                 i0 = isa
                 b0 = nbits
-                if hdr < 0xB0:
-                    yield Address(off, data[pos:end], kind, a0, isa, nbits)
-                else:
-                    yield SourceAddress(off, data[pos:end], kind, a0, isa, nbits)
+                apkt = cast(Address, new_obj(Address if hdr < 0xB0 else SourceAddress))
+                apkt.offset = off
+                apkt.raw = data[pos:end]
+                apkt.kind = kind
+                apkt.address = a0
+                apkt.isa = isa
+                apkt.pkt_bits = nbits
+                yield apkt
 
             elif h == H_ADDR_MATCH:
                 idx = hdr & 0x3
@@ -805,10 +823,17 @@ def _iter_synced(
                 else:
                     a2, i2, b2 = a1, i1, b1
                     a1, i1, b1 = a0, i0, b0
-                if hdr < 0xB0:
-                    yield AddressMatch(off, raw1[hdr], idx, a0, i0, b0)
-                else:
-                    yield SourceAddressMatch(off, raw1[hdr], idx, a0, i0, b0)
+                mpkt = cast(
+                    AddressMatch, new_obj(AddressMatch if hdr < 0xB0 else SourceAddressMatch)
+                )
+                mpkt.offset = off
+                mpkt.raw = raw1[hdr]
+                mpkt.kind = kind
+                mpkt.index = idx
+                mpkt.address = a0
+                mpkt.isa = i0
+                mpkt.pkt_bits = b0
+                yield mpkt
 
             elif h == H_ADDR_LONG:
                 isa, wide, source = _LONG[hdr]
@@ -1004,8 +1029,8 @@ def _iter_synced(
                             break
                     ctx_valid = True
                     c_el = info & 0x3
-                    c_sf = bool(info & 0x20)
-                    c_ns = bool(info & 0x10)
+                    c_sf = bool(info & 0x10)
+                    c_ns = bool(info & 0x20)
                     c_nse = bool(info & 0x08)
                     q = pos + 2
                     if nv:
@@ -1054,8 +1079,8 @@ def _iter_synced(
                 i0 = isa
                 ctx_valid = True
                 c_el = info & 0x3
-                c_sf = bool(info & 0x20)
-                c_ns = bool(info & 0x10)
+                c_sf = bool(info & 0x10)
+                c_ns = bool(info & 0x20)
                 c_nse = bool(info & 0x08)
                 q += 1
                 if nv:
