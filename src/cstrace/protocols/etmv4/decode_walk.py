@@ -30,14 +30,16 @@ from cstrace.isa.decode import decode, read_opcode
 
 __all__ = ["Block", "CodeWalker", "Last"]
 
-Block = tuple[bool, int, int, int, int, int, bool, bool, int, int, int]
-"""``(found, count, end, itype, subtype, size, cond, link, target, next_isa, it_out)``.
+Block = tuple[Any, ...]
+"""``(found, count, end, itype, subtype, size, cond, link, target, next_isa, it_out, e, n)``.
 
 ``found``: the walk ended on a waypoint (else: the opcode at ``end`` is not
 readable); ``count``: instructions walked; ``end``: the address after the last
 one (or the unreadable address); then the last instruction's type, sub-type,
 size, conditional and link flags, direct branch target (0 if none) and the ISA
-after it when taken; ``it_out``: T32 IT-block instructions still to come.
+after it when taken; ``it_out``: T32 IT-block instructions still to come;
+``e`` / ``n``: the arguments of the ``INSTR_RANGE`` element (after its ``Idx``)
+when the last instruction is executed / not executed.
 """
 
 Last = tuple[int, int, int, bool, int]
@@ -118,6 +120,7 @@ class CodeWalker:
         count = 0
         a = addr
         last = None
+        found = False
         while True:
             region = find(a, space)
             if region is None:
@@ -130,34 +133,31 @@ class CodeWalker:
             last = s.last
             it = s.it_state
             if s.reason == StopReason.WAYPOINT:
-                assert last is not None
-                return (
-                    True,
-                    count,
-                    a,
-                    int(last.itype),
-                    int(last.subtype),
-                    last.size,
-                    last.is_cond,
-                    last.is_link,
-                    last.target or 0,
-                    int(last.next_isa),
-                    it,
-                )
+                found = True
+                break
         if last is None:
-            return (False, 0, a, int(InstrType.OTHER), 0, 0, False, False, 0, isa, it)
+            itype_e, subtype_e = InstrType.OTHER, InstrSubtype.NONE
+            size, cond, link, target, next_isa = 0, False, False, 0, isa
+        else:
+            itype_e, subtype_e = last.itype, last.subtype
+            size, cond, link = last.size, last.is_cond, last.is_link
+            target, next_isa = last.target or 0, int(last.next_isa)
+        common = (addr, a, count, isa_e)
+        tail = (size, itype_e, subtype_e, cond)
         return (
-            False,
+            found,
             count,
             a,
-            int(last.itype),
-            int(last.subtype),
-            last.size,
-            last.is_cond,
-            last.is_link,
-            last.target or 0,
-            int(last.next_isa),
+            int(itype_e),
+            int(subtype_e),
+            size,
+            cond,
+            link,
+            target,
+            next_isa,
             it,
+            (*common, True, *tail),
+            (*common, False, *tail),
         )
 
     def walk_to(

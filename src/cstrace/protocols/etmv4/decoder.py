@@ -285,6 +285,7 @@ class Etmv4Decoder:
         major = int(getattr(config, "major_version", 4))
         self.is_ete = bool(getattr(config, "is_ete", False)) or major >= 5
         self.max_spec_depth = int(getattr(config, "max_spec_depth", 0))
+        self.fast_atoms = self.max_spec_depth == 0
         self.comm_trans_p0 = bool(getattr(config, "comm_trans_p0", True))
         self.ts_with_cc = bool(getattr(config, "cycle_counting", False))
         self.commit_opt1 = bool(getattr(config, "commit_opt1", False))
@@ -299,6 +300,8 @@ class Etmv4Decoder:
         self.v8m = 0x0800 <= arch <= 0x0864 and self.m_profile
         self.src_addr_n = bool(getattr(context.options, "src_addr_n", False))
         self.walker = CodeWalker(context.memory, config)
+        self.memory = self.walker.memory
+        self.generation = self.memory.generation
         self.rs = _ReturnStack(bool(getattr(config, "ret_stack", False)))
         self.pe = PEContextInfo()
         """The PE context the reference's output element carries from element to element."""
@@ -332,12 +335,18 @@ class Etmv4Decoder:
         self.addr = 0
         self.isa = _A32
         self.it = 0
+        self._set_space()
 
     def _seq_error(self) -> None:
         """A sequence error: reset (dropping unsent elements) and report a bad packet."""
         self._reset()
         self.unsync_reason = UnsyncReason.BAD_PACKET
         raise _SeqError
+
+    def _set_space(self) -> None:
+        """Recompute the memory space and select its block cache."""
+        self.space = self._mem_space()
+        self.blocks = self.walker.cache_for(self.space)
 
     def _mem_space(self) -> MemSpace:
         """Memory space of the current exception level and security state."""
@@ -363,7 +372,31 @@ class Etmv4Decoder:
         idx = pkt.offset
         self.last_idx = idx
         kind = _KIND.get(pkt.kind, K_BAD)  # type: ignore[attr-defined]
+        if self.memory.generation != self.generation:
+            self.generation = self.memory.generation
+            self._set_space()
         if self.state == _DECODE:
+            if kind == K_ATOM and self.fast_atoms and not self.spec_depth:
+                # Fast path (no speculation): nothing older than this atom packet
+                # but perhaps one address, so every atom is committed at once.
+                stack = self.stack
+                if not stack or (len(stack) == 1 and stack[0][_K] == _ADDR):
+                    if stack:
+                        a = stack.pop()
+                        rs = self.rs
+                        rs.pop_pending = False
+                        rs.tinfo_wait = False
+                        self.addr = a[_A]
+                        self.isa = _A64 if self.is_64bit else (_T32 if a[_B] else _A32)
+                        self.need_addr = False
+                    n = pkt.count
+                    self.res_commit = n
+                    try:
+                        self._atoms(n, pkt.bits, idx)
+                    except _SeqError:
+                        out.clear()
+                        self._no_sync(pkt, kind, idx)
+                    return out
             if self._decode_packet(pkt, kind, idx):
                 self._resolve()
                 if self.state == _NO_SYNC:
@@ -550,10 +583,9 @@ class Etmv4Decoder:
         Elements of a step that ends in a sequence error are dropped, as the
         reference drops the unsent elements when it resets.
         """
-        final = self.out
+        out = self.out
         while self.res_commit or self.res_cancel or self.res_mispredict or self.res_discard:
-            pending: list[Element] = []
-            self.out = pending
+            mark = len(out)
             try:
                 if self.res_commit:
                     self._commit()
@@ -565,9 +597,8 @@ class Etmv4Decoder:
                     if self.res_discard:
                         self._discard()
             except _SeqError:
+                del out[mark:]
                 break
-            final.extend(pending)
-        self.out = final
 
     def _commit(self) -> None:
         """Process the stack from its oldest element until enough P0 elements are committed."""
@@ -581,21 +612,11 @@ class Etmv4Decoder:
             e = stack[0]
             k = e[_K]
             if k == _ATOM:
-                n = e[_A]
-                bits = e[_B]
-                ix = e[_IX]
-                while n and self.res_commit:
-                    n -= 1
-                    if rs.pop_pending:
-                        self._rs_pop()
-                    if not self.need_ctxt and not self.need_addr:
-                        self._atom(bits & 1, ix)
-                    bits >>= 1
-                    self.res_commit -= 1
-                e[_A] = n
-                e[_B] = bits
-                if n:
-                    continue
+                left, bits = self._atoms(e[_A], e[_B], e[_IX])
+                if left:
+                    e[_A] = left
+                    e[_B] = bits
+                    continue  # atoms left in the element: nothing more to commit
             elif k == _ADDR:
                 rs.pop_pending = False
                 rs.tinfo_wait = False
@@ -769,6 +790,7 @@ class Etmv4Decoder:
         self.need_ctxt = False
         self.out.append(PEContext(idx, pe.copy(), _ISA[self.isa]))
         self.walker.set_context(pe.context_id, pe.vmid)
+        self._set_space()
 
     def _rs_pop(self) -> None:
         r = self.rs.pop()
@@ -788,74 +810,87 @@ class Etmv4Decoder:
 
     # -- program flow ----------------------------------------------------------------
 
-    def _atom(self, taken: int, idx: int) -> None:
-        """Walk to the next waypoint and apply one atom (the reference's processAtom)."""
-        space = self._mem_space()
-        start = self.addr
-        isa = self.isa
-        found, count, end, itype, subtype, size, cond, link, target, next_isa, it = (
-            self.walker.block(start, isa, space, self.it if isa == _T32 else 0)
-        )
+    def _atoms(self, n: int, bits: int, ix: int) -> tuple[int, int]:
+        """Commit up to ``n`` atoms (the reference's processAtom, once per atom).
+
+        ``bits`` holds the atoms, oldest in bit 0 (1 = E); ``ix`` is the Idx of
+        their packet. Each atom walks from the current address to the next
+        waypoint (one block-cache lookup) and applies E/N to it. Returns the
+        atoms left uncommitted and their bits.
+        """
+        commit = self.res_commit
+        rs = self.rs
         out = self.out
-        if found:
-            self.it = it
-            self.addr = end
-            ete_eret = False
-            if taken:
-                if itype == _BR:
-                    self.addr = target
-                    if link:
-                        self.rs.push(end, isa)
-                    self.it = 0
-                elif itype == _BR_IND:
+        append = out.append
+        blocks = self.blocks
+        addr = self.addr
+        isa = self.isa
+        need = self.need_ctxt or self.need_addr
+        try:
+            while n and commit:
+                n -= 1
+                commit -= 1
+                taken = bits & 1
+                bits >>= 1
+                if rs.pop_pending:
+                    self.addr = addr
+                    self.isa = isa
+                    self._rs_pop()
+                    addr = self.addr
+                    isa = self.isa
+                    need = self.need_ctxt or self.need_addr
+                if need:
+                    continue
+                it = self.it if isa == _T32 else 0
+                blk = blocks.get((addr << 5) | (it << 2) | isa)
+                if blk is None:
+                    blk = self.walker.block(addr, isa, self.space, it)
+                if blk[0]:
+                    # waypoint found
+                    self.it = blk[10]
+                    if taken:
+                        itype = blk[3]
+                        if itype == _BR:
+                            if blk[7]:
+                                rs.push(blk[2], isa)
+                            addr = blk[8]
+                            self.it = 0
+                        else:
+                            addr = blk[2]
+                            if itype == _BR_IND:
+                                need = True
+                                self.need_addr = True
+                                if blk[7]:
+                                    rs.push(addr, isa)
+                                self.it = 0
+                                if rs.active:
+                                    rs.pop_pending = True
+                                if blk[4] == _V8_ERET and self.is_ete:
+                                    # No exception-return packet in ETE: show the ERET.
+                                    isa = blk[9]
+                                    append(InstrRange(ix, *blk[11]))
+                                    append(ExceptionRet(ix))
+                                    continue
+                        isa = blk[9]
+                        append(InstrRange(ix, *blk[11]))
+                    else:
+                        addr = blk[2]
+                        append(InstrRange(ix, *blk[12]))
+                else:
+                    # No waypoint: the opcode at blk[2] is in no memory image.
+                    need = True
                     self.need_addr = True
-                    if link:
-                        self.rs.push(end, isa)
-                    self.it = 0
-                    if self.rs.active:
-                        self.rs.pop_pending = True
-                    if subtype == _V8_ERET and self.is_ete:
-                        ete_eret = True
-                self.isa = next_isa
-            out.append(
-                InstrRange(
-                    idx,
-                    start,
-                    end,
-                    count,
-                    _ISA[isa],
-                    bool(taken),
-                    size,
-                    _ITYPE[itype],
-                    _ISUB[subtype],
-                    cond,
-                )
-            )
-            if ete_eret:
-                # ETE has no exception-return packet: show the ERET as the reference does.
-                out.append(ExceptionRet(idx))
-            return
-        # No waypoint: the code at ``end`` is not in any memory image.
-        self.need_addr = True
-        self.it = it
-        if count:
-            out.append(
-                InstrRange(
-                    idx,
-                    start,
-                    end,
-                    count,
-                    _ISA[isa],
-                    True,
-                    size,
-                    _ITYPE[itype],
-                    _ISUB[subtype],
-                    cond,
-                )
-            )
-            self.isa = next_isa
-        self.addr = end
-        out.append(AddrNacc(idx, end, space))
+                    self.it = blk[10]
+                    if blk[1]:
+                        append(InstrRange(ix, *blk[11]))
+                        isa = blk[9]
+                    addr = blk[2]
+                    append(AddrNacc(ix, addr, self.space))
+        finally:
+            self.addr = addr
+            self.isa = isa
+            self.res_commit = commit
+        return n, bits
 
     def _exception(self) -> None:
         """Range up to the preferred return address, then EXCEPTION (processException)."""
@@ -881,7 +916,7 @@ class Etmv4Decoder:
             self._update_context(ctxt_elem[_A], idx)
         tail = self.m_profile and ret_addr == _M_CLASS_TAIL_ADDR
         if self.addr < ret_addr and not tail:
-            space = self._mem_space()
+            space = self.space
             start = self.addr
             isa = self.isa
             found, count, end, last, it = self.walker.walk_to(
@@ -922,7 +957,7 @@ class Etmv4Decoder:
         end = start
         if count:
             walked, end, last, is_branch, it = self.walker.walk_count(
-                start, isa, self._mem_space(), count, self.it if isa == _T32 else 0
+                start, isa, self.space, count, self.it if isa == _T32 else 0
             )
             self.it = it
         if count and walked == count and (end == q_addr or is_branch):
@@ -938,7 +973,7 @@ class Etmv4Decoder:
         """ETE source address: the range up to and including the instruction there."""
         idx = e[_IX]
         src = e[_A]
-        space = self._mem_space()
+        space = self.space
         curr = self.addr
         isa = self.isa
         walker = self.walker
