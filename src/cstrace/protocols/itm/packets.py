@@ -124,16 +124,20 @@ class Dwt(_Payload):
 
 
 class LocalTs(ItmPacket):
-    """Local timestamp: format 1 (``tc`` = TC bits, 1-4 payload bytes) or 2 (value in header)."""
+    """Local timestamp: format 1 (``tc`` = TC bits, ``size`` 1-4 continuation bytes) or
+    format 2 (``compact``: a 3-bit value in the header, ``tc`` 0, ``size`` 1)."""
 
-    __slots__ = ("size", "tc", "value")
+    __slots__ = ("compact", "size", "tc", "value")
     KIND = ItmPktType.TS_LOCAL
 
-    def __init__(self, offset: int, raw: bytes, tc: int, value: int, size: int) -> None:
+    def __init__(
+        self, offset: int, raw: bytes, tc: int, value: int, size: int, compact: bool = False
+    ) -> None:
         super().__init__(offset, raw)
         self.tc = tc
         self.value = value
         self.size = size
+        self.compact = compact
 
 
 class GlobalTs1(ItmPacket):
@@ -153,7 +157,11 @@ class GlobalTs1(ItmPacket):
 
 
 class GlobalTs2(ItmPacket):
-    """GTS2: global timestamp bits [47:26] (``size`` <= 4) or [63:26] (``size`` 5)."""
+    """GTS2: global timestamp bits [47:26] (4 payload bytes) or [63:26] (6 payload bytes).
+
+    ``size`` is the number of payload bytes (1-6). Like the reference, ``value``
+    keeps at most 40 bits.
+    """
 
     __slots__ = ("size", "value")
     KIND = ItmPktType.TS_GLOBAL_2

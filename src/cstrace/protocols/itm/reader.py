@@ -222,7 +222,7 @@ def iter_packets(
                 elif kind == _P.OVERFLOW:
                     out = Overflow(pkt_index, bytes(raw))
                 elif kind == _P.TS_LOCAL and not hdr & 0x80:
-                    out = LocalTs(pkt_index, bytes(raw), 0, (hdr >> 4) & 7, 1)
+                    out = LocalTs(pkt_index, bytes(raw), 0, (hdr >> 4) & 7, 1, True)
                 elif kind == _P.EXTENSION and not hdr & 0x80:
                     out = Extension(pkt_index, bytes(raw), bool(hdr & 4), 2, (hdr >> 4) & 7)
                 elif kind == _P.RESERVED:
@@ -297,12 +297,8 @@ def iter_packets(
                                 raw[4] &= 0x1F
                             out = GlobalTs1(pkt_index, bytes(raw), flags, _cont_value(raw), size)
                         elif kind == _P.TS_GLOBAL_2:
-                            value = _cont_value(raw)
-                            if size <= 4:
-                                out = GlobalTs2(pkt_index, bytes(raw), value, size)
-                            else:
-                                value &= 0xFF_FFFF_FFFF  # the reference keeps 40 bits
-                                out = GlobalTs2(pkt_index, bytes(raw), value, 5)
+                            value = _cont_value(raw) & 0xFF_FFFF_FFFF  # 40 bits kept
+                            out = GlobalTs2(pkt_index, bytes(raw), value, size)
                         else:
                             value = ((_cont_value(raw) << 3) | ((hdr >> 4) & 7)) & 0xFFFF_FFFF
                             nbits = _EXT_BITS[size]

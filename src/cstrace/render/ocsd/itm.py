@@ -100,6 +100,7 @@ def packet_text(pkt: Packet) -> str:
                 text += ", Clk wrap"
             text += "} " + _value(value, size)
         case GlobalTs2(value=value, size=size):
+            size = min(size, 5)  # the reference's value size: 1-4 bytes, or 5 (40 bits)
             bits = "63" if size == 5 else "47"
             text += f"{{ TS bits [{bits}:26]}} " + _value(value, size)
         case Extension(hardware=hw, nbits=nbits, value=value):
