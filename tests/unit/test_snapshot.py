@@ -79,3 +79,18 @@ def test_every_corpus_snapshot_loads(corpus: Path) -> None:
     # A missing dump is a warning, not an error.
     snap = read_snapshot(corpus / "snapshots" / "juno-ret-stck")
     assert any("kernel_dump.bin" in w for w in snap.warnings)
+
+
+def test_buffers_in_section_order(tmp_path: Path) -> None:
+    src = [Source("STM_0", "STM", {"STMTCSR": 0x00A00007})]
+    bufs = [Buffer("ETB_A", bytes(16), ["STM_0"]), Buffer("ETB_B", bytes(16), ["STM_0"])]
+    root = make_snapshot(tmp_path, src, bufs)
+    text = (root / "trace.ini").read_text()
+    # Put [buffer1] (ETB_B) before [buffer0] (ETB_A) in the file; list them the other way.
+    head, rest = text.split("[buffer0]", 1)
+    b0, after = rest.split("[buffer1]", 1)
+    b1, tail = after.split("[source_buffers]", 1)
+    text = head + "[buffer1]" + b1 + "[buffer0]" + b0 + "[source_buffers]" + tail
+    (root / "trace.ini").write_text(text)
+    snap = read_snapshot(root)
+    assert [b.name for b in snap.buffers] == ["ETB_B", "ETB_A"]

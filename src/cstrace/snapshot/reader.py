@@ -116,12 +116,18 @@ def _parse_trace_ini(
     if entry is None:
         raise ini.error("[trace_buffers] has no 'buffers' key", tb.line)
     buffers: list[TraceBuffer] = []
-    for key in (k.strip() for k in entry.value.split(",")):
-        if not key:
-            continue
-        sec = ini.section(key)
-        if sec is None:
+    keys = [k.strip() for k in entry.value.split(",") if k.strip()]
+    for key in keys:
+        if ini.section(key) is None:
             raise ini.error(f"buffer {key!r} is listed but has no [{key}] section", entry.line)
+    # Buffers are taken in the order their sections appear in the file, as the
+    # reference decoder does (the 'buffers' list only says which sections they are).
+    listed = {k.lower() for k in keys}
+    for sec in ini.sections:
+        if sec.name.lower() not in listed:
+            continue
+        listed.discard(sec.name.lower())
+        key = sec.name
         name = sec.get("name")
         if not name:
             raise ini.error(f"[{key}] has no 'name'", sec.line)
