@@ -84,6 +84,13 @@ class DecodeContext:
     """True when this decoder already ran on an earlier buffer of the same run."""
     complete: bool = True
     """False when the capture stopped at a fatal framing error (no end of trace)."""
+    messages: list[str] = field(default_factory=list)
+    """Errors and warnings the decoder logged, in the reference's words, as it logs them.
+
+    The OpenCSD listing prints each one after the line of the packet being
+    decoded, without a newline, as ``trc_pkt_lister`` does (so it swallows the
+    next line's ``Idx:`` prefix there too).
+    """
 
 
 @dataclass(frozen=True)

@@ -41,21 +41,56 @@ def listing_lines(run: SourceRun, *, packets: bool = True) -> Iterator[str]:
     pid = f"{run.packet_id:x}"
     eid = f"{run.trace_id:x}"
     pending: deque[Packet] = deque()
+    # Decoder messages: printed after the line of the packet being decoded when
+    # they were logged, with no newline (glued to the next line), as the reference.
+    messages = run.context.messages
+    seen = 0
+    glue = ""
+    after: dict[int, str] = {}
+
+    def note() -> None:
+        nonlocal seen, glue
+        text = "".join(messages[seen:])
+        seen = len(messages)
+        if pending:
+            key = id(pending[-1])
+            after[key] = after.get(key, "") + text
+        else:
+            glue += text
 
     def tap(source: Iterable[Packet]) -> Iterator[Packet]:
         for p in source:
+            if len(messages) != seen:
+                note()
             pending.append(p)
             yield p
 
     def flush() -> Iterator[str]:
+        nonlocal glue
         while pending:
             p = pending.popleft()
             # The reference's raw-packet monitor skips packets with no bytes
             # (they still reach the decoder, e.g. an empty NOTSYNC).
             if packets and p.raw:
-                yield f"Idx:{p.offset}; ID:{pid}; [{hexbytes(p.raw)}];\t{text_of(p)}"
+                line = f"Idx:{p.offset}; ID:{pid}; [{hexbytes(p.raw)}];\t{text_of(p)}"
+                if glue:
+                    line = glue + line
+                    glue = ""
+                yield line
+            if after:
+                glue += after.pop(id(p), "")
 
     for elem in run.elements(tap(run.packets())):
+        if len(messages) != seen:
+            note()
         yield from flush()
-        yield f"Idx:{elem.offset}; ID:{eid}; {element_text(elem)}"
+        line = f"Idx:{elem.offset}; ID:{eid}; {element_text(elem)}"
+        if glue:
+            line = glue + line
+            glue = ""
+        yield line
+    if len(messages) != seen:
+        note()
     yield from flush()
+    if glue:
+        yield glue
