@@ -231,6 +231,42 @@ _TS_CC_EVENT = frozenset((_EVENT, _TS, _CC, _TS_CC))
 _TRANS = frozenset((_TRANS_START, _TRANS_COMMIT, _TRANS_FAIL, _TRANS_TRACE_INIT))
 
 
+# Errors the reference logs (code, name, description), and why it rejects packets.
+_BAD_PACKET_SEQ = (0x13, "OCSD_ERR_BAD_PACKET_SEQ", "Bad packet sequence")
+_UNSUPP_PKT = (0x18, "OCSD_ERR_UNSUPP_DECODE_PKT", "Packet not supported in decoder")
+_BAD_PKT = (0x19, "OCSD_ERR_BAD_DECODE_PKT", "Reserved or unknown packet in decoder.")
+_COMMIT_OVERRUN = (
+    0x1A,
+    "OCSD_ERR_COMMIT_PKT_OVERRUN",
+    "Overrun in commit packet stack - tried to commit more than available",
+)
+_RET_STACK_OVERFLOW = (
+    0x1C,
+    "OCSD_ERR_RET_STACK_OVERFLOW",
+    "Internal return stack overflow checks failed - popped more than we pushed.",
+)
+_DATA_TRACE_KINDS = frozenset(
+    (
+        PT.COND_FLUSH,
+        PT.COND_I_F1,
+        PT.COND_I_F2,
+        PT.COND_I_F3,
+        PT.COND_RES_F1,
+        PT.COND_RES_F2,
+        PT.COND_RES_F3,
+        PT.COND_RES_F4,
+        PT.NUM_DS_MKR,
+        PT.UNNUM_DS_MKR,
+    )
+)
+_BAD_REASON = {
+    PT.BAD_SEQUENCE: "Bad byte sequence in packet.",
+    PT.BAD_TRACEMODE: "Invalid packet type for trace mode.",
+    PT.RESERVED: "Reserved packet header",
+    **{k: "Data trace related, unsupported packet type." for k in _DATA_TRACE_KINDS},
+}
+
+
 class _SeqError(Exception):
     """A packet sequence the decoder cannot follow: it resets and resynchronises."""
 
@@ -310,6 +346,8 @@ class Etmv4Decoder:
         )
         self.stack: deque[list[Any]] = deque()
         self.out: list[Element] = []
+        self.trace_id = int(getattr(config, "trace_id", context.trace_id))
+        self.messages: list[str] = getattr(context, "messages", [])
         self.last_idx = 0
         self._reset()
 
@@ -337,8 +375,18 @@ class Etmv4Decoder:
         self.it = 0
         self._set_space()
 
-    def _seq_error(self) -> None:
-        """A sequence error: reset (dropping unsent elements) and report a bad packet."""
+    def _log(self, err: tuple[int, str, str], reason: str) -> None:
+        """Log an error as the reference's error logger prints it (see DecodeContext.messages)."""
+        code, name, text = err
+        tid = self.trace_id
+        self.messages.append(
+            f"DCD_ETMV4_{tid:04d} : 0x{code:04x} ({name}) [{text}]; "
+            f"TrcIdx={self.last_idx}; CS ID={tid:02x}; {reason}"
+        )
+
+    def _seq_error(self, err: tuple[int, str, str], reason: str) -> None:
+        """A sequence error: log it, reset (dropping unsent elements), report a bad packet."""
+        self._log(err, reason)
         self._reset()
         self.unsync_reason = UnsyncReason.BAD_PACKET
         raise _SeqError
@@ -564,6 +612,8 @@ class Etmv4Decoder:
             # Reserved, bad or unsupported (conditional and data trace, ETE PE
             # reset) packets: the reference resets and reports NO_SYNC with the
             # next packet.
+            reason = _BAD_REASON.get(pkt.kind, "Unknown packet type.")
+            self._log(_UNSUPP_PKT if pkt.kind in _DATA_TRACE_KINDS else _BAD_PKT, reason)
             self._reset()
             self.unsync_reason = UnsyncReason.BAD_PACKET
             return False
@@ -608,7 +658,7 @@ class Etmv4Decoder:
         rs = self.rs
         while self.res_commit:
             if not stack:
-                self._seq_error()
+                self._seq_error(_COMMIT_OVERRUN, "Not enough elements to commit")
             e = stack[0]
             k = e[_K]
             if k == _ATOM:
@@ -679,7 +729,7 @@ class Etmv4Decoder:
         while self.res_cancel:
             if not stack:
                 self.res_cancel = 0
-                self._seq_error()
+                self._seq_error(_COMMIT_OVERRUN, "Not enough elements to cancel")
             e = stack[-1]
             if e[_P0]:
                 if e[_K] == _ATOM:
@@ -719,7 +769,7 @@ class Etmv4Decoder:
             i -= 1
         self.res_mispredict = False
         if not found:
-            self._seq_error()
+            self._seq_error(_COMMIT_OVERRUN, "Not found mispredict atom")
 
     def _discard(self) -> None:
         """Discard / overflow: output held TS/CC/events/markers, drop the rest, resync."""
@@ -795,7 +845,7 @@ class Etmv4Decoder:
     def _rs_pop(self) -> None:
         r = self.rs.pop()
         if r is None:
-            self._seq_error()  # popping an empty return stack
+            self._seq_error(_RET_STACK_OVERFLOW, "Trace Return Stack Overflow.")
         else:
             self.addr, self.isa = r
             self.need_addr = False
@@ -902,7 +952,7 @@ class Etmv4Decoder:
         if stack and stack[0][_K] == _CTXT:
             ctxt_elem = stack.popleft()
         if not stack or stack[0][_K] != _ADDR:
-            self._seq_error()  # no address after the exception
+            self._seq_error(_BAD_PACKET_SEQ, "Address missing in exception packet.")
         addr_elem = stack[0]  # removed by the commit loop, as in the reference
         ret_addr = addr_elem[_A]
         if br_tgt:
@@ -944,7 +994,7 @@ class Etmv4Decoder:
             if stack and stack[0][_K] == _CTXT:
                 ctxt_elem = stack.popleft()
             if not stack or stack[0][_K] != _ADDR:
-                self._seq_error()
+                self._seq_error(_BAD_PACKET_SEQ, "Address missing in Q packet.")
             a = stack.popleft()
             q_addr, q_is = a[_A], a[_B]
             if ctxt_elem is not None:
