@@ -115,7 +115,7 @@ def _lines(
 ) -> Iterator[str]:
     """The output lines of ``decode``; capture errors are printed and kept in ``errors``."""
     from cstrace.render.ocsd import listing_lines
-    from cstrace.render.text import json_line, text_line
+    from cstrace.render.text import HEADER, json_line, text_line
 
     for warning in snapshot.warnings:
         print(f"cstrace: warning: {warning}", file=err)
@@ -150,6 +150,7 @@ def _lines(
                 yield (
                     f"# source {run.source.device.name} ({run.protocol.name}), trace ID {tid:#x}"
                 )
+                yield HEADER
                 for elem in run.elements():
                     yield text_line(tid, elem)
 

@@ -1,23 +1,207 @@
-"""Readable one-line-per-element text and JSON Lines renderings.
+"""Readable one-line-per-element text, and JSON Lines.
 
-Input: generic elements (with their trace ID); output: text lines. The text form
-is the CLI's default: index, trace ID, element type, then the element's fields as
-``name=value`` (addresses in hex, absent optional fields left out).
+Input: generic elements with their trace ID; output: text lines. The text form is
+the CLI's default::
+
+         Idx   ID  ELEMENT          DETAILS
+          21    1  INSTR_RANGE      0x50010-0x5001c  3 instr  A64  last: BR b+link taken
+          17   20  SWTRACE          master 0x40 channel 0x0000  D32 0x00000100  marker  ts 0x1250
+
+The JSON form has one object per element: ``idx``, ``id``, ``type`` and the
+element's fields under their Python names (enums by name, absent optional fields
+left out).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
-from cstrace.elements import Element, PEContextInfo
-
-__all__ = ["element_fields", "json_line", "text_line"]
-
-_HEX_FIELDS = frozenset(
-    {"start", "end", "address", "return_address", "context_id", "vmid", "payload", "value"}
+from cstrace.elements import (
+    AddrNacc,
+    AddrUnknown,
+    CycleCount,
+    Element,
+    EoTrace,
+    Event,
+    EventType,
+    Exception_,
+    InstrRange,
+    InstrSubtype,
+    InstrType,
+    Instrumentation,
+    IRangeNoPath,
+    ITMPacketType,
+    ITMTrace,
+    MemTrans,
+    NoSync,
+    PEContext,
+    PEContextInfo,
+    SecLevel,
+    SWTrace,
+    SyncMarker,
+    Timestamp,
+    TraceOn,
 )
+from cstrace.render.ocsd.elements import mem_space_name
+
+__all__ = ["HEADER", "element_details", "element_fields", "json_line", "text_line"]
+
+HEADER = f"{'Idx':>10} {'ID':>4}  {'ELEMENT':<16} DETAILS"
+
+_ISA = ("A32", "T32", "A64", "TEE", "Jazelle", "custom", "?")
+_TYPE = {
+    InstrType.OTHER: "other",
+    InstrType.BR: "BR",
+    InstrType.BR_INDIRECT: "BR indirect",
+    InstrType.ISB: "ISB",
+    InstrType.DSB_DMB: "DSB/DMB",
+    InstrType.WFI_WFE: "WFI/WFE",
+    InstrType.TSTART: "TSTART",
+}
+_SUBTYPE = {
+    InstrSubtype.NONE: "",
+    InstrSubtype.BR_LINK: " link",
+    InstrSubtype.V8_RET: " ret",
+    InstrSubtype.V8_ERET: " eret",
+    InstrSubtype.V7_IMPLIED_RET: " implied ret",
+}
+_SEC = {
+    SecLevel.SECURE: "S",
+    SecLevel.NONSECURE: "NS",
+    SecLevel.ROOT: "Root",
+    SecLevel.REALM: "Realm",
+}
+
+
+def _cc(cycle_count: int | None) -> str:
+    return "" if cycle_count is None else f"  cc {cycle_count}"
+
+
+def _context(c: PEContextInfo) -> str:
+    parts = []
+    if c.el_valid:
+        parts.append(f"EL{int(c.exception_level)}")
+    parts.append(_SEC.get(c.security_level, "?"))
+    parts.append("64-bit" if c.bits64 else "32-bit")
+    if c.vmid_valid:
+        parts.append(f"vmid 0x{c.vmid:x}")
+    if c.ctxt_id_valid:
+        parts.append(f"ctxtid 0x{c.context_id:x}")
+    return " ".join(parts)
+
+
+def _instr_range(e: InstrRange) -> str:
+    last = _TYPE.get(e.last_type, "?") + _SUBTYPE.get(e.last_subtype, "")
+    taken = "taken" if e.last_exec else "not taken"
+    if e.last_type == InstrType.OTHER:
+        taken = "executed" if e.last_exec else "not executed"
+    cond = " cond" if e.last_cond else ""
+    return (
+        f"0x{e.start:x}-0x{e.end:x}  {e.num_instr} instr  {_ISA[e.isa]}  "
+        f"last: {last}{cond} {taken}{_cc(e.cycle_count)}"
+    )
+
+
+def _swtrace(e: SWTrace) -> str:
+    if e.global_err:
+        return "global error"
+    who = f"master 0x{e.master:x} channel 0x{e.channel:04x}" if e.id_valid else "master ?"
+    parts = [who]
+    if e.payload_bits:
+        digits = max(1, e.payload_bits // 4)
+        parts.append(f"D{e.payload_bits} 0x{e.payload:0{digits}x}")
+    if e.marker:
+        parts.append("marker")
+    if e.trigger:
+        parts.append("trigger")
+    if e.frequency:
+        parts.append("frequency")
+    if e.timestamp is not None:
+        parts.append(f"ts 0x{e.timestamp:x}")
+    if e.master_err:
+        parts.append("master error")
+    return "  ".join(parts)
+
+
+def _itm(e: ITMTrace) -> str:
+    over = "overflow  " if e.overflow else ""
+    match e.pkt_type:
+        case ITMPacketType.SWIT:
+            text = f"stimulus port {e.src_id}  0x{e.value:0{max(2, 2 * e.payload_size)}x}"
+        case ITMPacketType.DWT:
+            text = f"DWT discriminator {e.src_id}  0x{e.value:x}"
+        case ITMPacketType.TS_GLOBAL:
+            text = f"global ts 0x{(e.timestamp or 0):x}"
+        case _:
+            name = e.pkt_type.name.lower().replace("_", " ")
+            text = f"local ts delta 0x{e.value:x} ({name})"
+            if e.timestamp is not None:
+                text += f"  ts 0x{e.timestamp:x}"
+    return over + text
+
+
+def _nacc(e: AddrNacc) -> str:
+    return f"0x{e.address:x}  no memory image ({mem_space_name(int(e.mem_space))})"
+
+
+def _exception(e: Exception_) -> str:
+    text = f"number 0x{e.number:02x}"
+    if e.return_address is not None:
+        text += f"  return 0x{e.return_address:x}"
+        if e.ret_addr_br_tgt:
+            text += " (also branch target)"
+    if e.m_tail_chain:
+        text += "  tail-chained"
+    if e.data_marker:
+        text += "  data marker"
+    return text + _cc(e.cycle_count)
+
+
+def _event(e: Event) -> str:
+    if e.event_type == EventType.TRIGGER:
+        return "trigger"
+    if e.event_type == EventType.NUMBERED:
+        return f"events 0b{e.number:04b}"
+    return "unknown"
+
+
+_DETAILS: dict[type, Callable[[Any], str]] = {
+    InstrRange: _instr_range,
+    IRangeNoPath: lambda e: (
+        f"0x{e.start:x} .. next 0x{e.end:x}  {e.num_instr} instr  {_ISA[e.isa]}"
+    ),
+    AddrNacc: _nacc,
+    PEContext: lambda e: f"{_ISA[e.isa]}  {_context(e.context)}{_cc(e.cycle_count)}",
+    Exception_: _exception,
+    TraceOn: lambda e: e.reason.name.lower().replace("_", " ") + _cc(e.cycle_count),
+    Timestamp: lambda e: f"0x{e.timestamp:x}{_cc(e.cycle_count)}",
+    CycleCount: lambda e: f"{e.cycle_count}",
+    Event: _event,
+    NoSync: lambda e: e.reason.name.lower().replace("_", " "),
+    EoTrace: lambda e: e.reason.name.lower().replace("_", " "),
+    SyncMarker: lambda e: f"timestamp marker 0x{e.value:x}",
+    MemTrans: lambda e: e.trans.name.lower().replace("_", " "),
+    Instrumentation: lambda e: f"EL{e.el}  0x{e.value:016x}",
+    SWTrace: _swtrace,
+    ITMTrace: _itm,
+    AddrUnknown: lambda e: "waiting for an address" + _cc(e.cycle_count),
+}
+
+
+def element_details(elem: Element) -> str:
+    """The readable details of one element (without index, ID and type)."""
+    fn = _DETAILS.get(type(elem))
+    return fn(elem) if fn is not None else ""
+
+
+def text_line(trace_id: int, elem: Element) -> str:
+    """``   offset   id  TYPE  details`` for one element."""
+    return (
+        f"{elem.offset:>10} {trace_id:>4x}  {elem.TYPE.name:<16} {element_details(elem)}".rstrip()
+    )
 
 
 def element_fields(elem: Element) -> dict[str, Any]:
@@ -32,37 +216,6 @@ def element_fields(elem: Element) -> dict[str, Any]:
                 continue
             out[name] = value
     return out
-
-
-def _text_value(name: str, value: Any) -> str:
-    if isinstance(value, Enum):
-        return value.name
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int) and name in _HEX_FIELDS:
-        return f"{value:#x}"
-    if isinstance(value, PEContextInfo):
-        parts = []
-        if value.el_valid:
-            parts.append(f"EL{int(value.exception_level)}")
-        parts.append(value.security_level.name.lower())
-        parts.append("64-bit" if value.bits64 else "32-bit")
-        if value.vmid_valid:
-            parts.append(f"vmid={value.vmid:#x}")
-        if value.ctxt_id_valid:
-            parts.append(f"ctxtid={value.context_id:#x}")
-        return ",".join(parts)
-    return str(value)
-
-
-def text_line(trace_id: int, elem: Element) -> str:
-    """``   offset   id  TYPE  field=value ...`` for one element."""
-    fields = " ".join(
-        f"{k}={_text_value(k, v)}"
-        for k, v in element_fields(elem).items()
-        if not (isinstance(v, bool) and not v)
-    )
-    return f"{elem.offset:>10} {trace_id:>4x}  {elem.TYPE.name:<15} {fields}".rstrip()
 
 
 def _json_value(value: Any) -> Any:
