@@ -119,6 +119,7 @@ def _lines(
 
     for warning in snapshot.warnings:
         print(f"cstrace: warning: {warning}", file=err)
+    shown = len(snapshot.warnings)
     names = args.buffer or [b.name for b in snapshot.buffers]
     buffers = [snapshot.buffer(n) for n in names]
     session = Session(snapshot, DecodeOptions(src_addr_n=args.src_addr_n))
@@ -153,6 +154,10 @@ def _lines(
                 yield HEADER
                 for elem in run.elements():
                     yield text_line(tid, elem)
+            # Problems met while decoding (images missing, build IDs that differ...).
+            for warning in snapshot.warnings[shown:]:
+                print(f"cstrace: warning: {warning}", file=err)
+            shown = len(snapshot.warnings)
 
 
 def _write(lines: Iterator[str], out: TextIO) -> None:

@@ -243,6 +243,8 @@ def identify_stream(data: bytes, trace_id: int | None = None) -> StreamGuess:
     else:
         family, margin = "etm3", e3 - ptm
     conf = min(0.95, 0.55 + 0.2 * margin + (0.1 if isyncs >= 3 else 0.0))
+    if isyncs < 2:
+        conf = min(conf, 0.45)  # one I-sync says little: its layout fits either protocol
     ev = (
         f"{n} A-sync sequence(s), {isyncs} I-sync packet(s); I-sync layout votes "
         f"PTM {ptm:.2f} / ETMv3 {e3:.2f}"

@@ -48,6 +48,10 @@ address = 0x100000
 [image_0]
 file = app.bin
 base = 0x400000
+
+[image_1]
+file = tool.bin
+base = 0x500000
 """
 
 TRACE_INI = """\
@@ -91,6 +95,7 @@ def make_package_dir(root: Path) -> Path:
     (root / "mem" / "code.bin").write_bytes(b"\x01\x02\x03\x04")
     (root / "mem" / "shared.bin").write_bytes(b"\xaa" * 8)
     (root / "app.bin").write_bytes(b"\x00\xf0\x20\xe3")
+    (root / "tool.bin").write_bytes(b"\x1e\xff\x2f\xe1")
     (root / "system-event-log").write_text(EVENTS)
     return root
 
@@ -121,7 +126,7 @@ def check_package(pkg: object) -> None:
         (0x8000, b"\x01\x02\x03\x04"),
         (0x100000, b"\xaa" * 8),
     ]
-    assert pkg.images and pkg.images[0].base == 0x400000
+    assert [i.base for i in pkg.images] == [0x400000, 0x500000]
     assert pkg.events is not None and len(pkg.events.events) == 1
 
 
@@ -144,10 +149,12 @@ def test_code_memory_adds_images_and_follows_the_log(tmp_path: Path) -> None:
     src = pkg.sources_for(pkg.buffers[0])[0]
     static = MemoryMap.from_devices(pkg, pkg.memory_devices(src.core))
     mem = pkg.code_memory(src, static)
-    assert mem.read(0x400000, 4) == b"\x00\xf0\x20\xe3"  # global image
+    assert mem.read(0x500000, 4) == b"\x1e\xff\x2f\xe1"  # an image mapped everywhere
+    assert mem.read(0x400000, 4) == b""  # app.bin is placed by the event log instead
     assert mem.read(0x8000, 4) == b"\x01\x02\x03\x04"  # dump
     mem.set_context(1 << 8)  # process 1 maps app.bin at 0x8000 over the dump
     assert mem.read(0x8000, 4) == b"\x00\xf0\x20\xe3"
+    assert mem.read(0x500000, 4) == b"\x1e\xff\x2f\xe1"
 
 
 def _patch_central_size(data: bytearray, name: bytes, size: int) -> None:
@@ -337,10 +344,11 @@ def test_write_package_keeps_everything_that_decoding_reads(tmp_path: Path) -> N
     summary = write_package(snap, tmp_path / "out.zip")
     assert summary.buffers == 2 and summary.sources == 1
     pkg = open_trace_input(tmp_path / "out.zip")
-    assert [(b.name, b.format) for b in pkg.buffers] == [
+    assert {(b.name, b.format) for b in pkg.buffers} == {
         ("B1", "source_data"),
         ("B0", "coresight"),
-    ]
+    }
+    assert [b.name for b in pkg.buffers] == [b.name for b in snap.buffers]
     for b1, b2 in zip(snap.buffers, pkg.buffers, strict=True):
         assert snap.read_buffer(b1) == pkg.read_buffer(b2)
         s1, s2 = snap.sources_for(b1), pkg.sources_for(b2)

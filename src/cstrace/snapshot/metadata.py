@@ -627,7 +627,7 @@ def _trace_section(sec: IniSection, path: str) -> TraceSpec:
             f"{'item' if len(missing) == 1 else 'items'} {needs} "
             f"(give {'it' if len(missing) == 1 else 'them'} as "
             f"{'an option' if len(missing) == 1 else 'options'} or through the "
-            "registers that hold them)",
+            f"{'register that holds it' if len(missing) == 1 else 'registers that hold them'})",
             path=path,
             line=sec.line,
         )

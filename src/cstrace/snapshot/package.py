@@ -47,6 +47,8 @@ from cstrace.memory.spaces import (
     CONTEXTIDR_MODES,
     AddressSpaces,
     EventLog,
+    PatchEvent,
+    ProcessEvent,
     StaticMapping,
     TraceEvent,
     flatten_regions,
@@ -412,6 +414,24 @@ class Package(Snapshot):
             self._loaded[key] = got
         return got
 
+    def _in_log(self, spec: ImageSpec) -> bool:
+        """Whether the event log names this image (by name, file name or UUID)."""
+        if self.events is None:
+            return False
+        names = {spec.name, str(spec.file), spec.file.name}
+        for e in self.events.events:
+            if isinstance(e, ProcessEvent):
+                if e.image is not None:
+                    base = e.image.replace("\\", "/").rsplit("/", 1)[-1]
+                    if e.image in names or base in names:
+                        return True
+                if e.uuid and spec.uuid and uuid_matches(e.uuid, spec.uuid):
+                    return True
+            elif isinstance(e, PatchEvent):
+                if (e.file or e.ident) in names:
+                    return True
+        return False
+
     def _images_for(self, core: Device | None) -> list[ImageSpec]:
         name = core.name if core is not None else None
         return [i for i in self.images if i.core is None or i.core == name]
@@ -452,7 +472,8 @@ class Package(Snapshot):
         """
         core = source.core
         images = self._images_for(core)
-        global_images = [i for i in images if i.pid is None]
+        # Images the event log places are mapped where it says, not everywhere.
+        global_images = [i for i in images if i.pid is None and not self._in_log(i)]
         per_process = [i for i in images if i.pid is not None]
         if not global_images and not per_process and self.events is None:
             return static
@@ -1425,6 +1446,9 @@ def capture_package(path: str | Path, raw: RawOptions, extras: Extras | None = N
     try:
         meta = metadata_from_ini(ini)
     except SnapshotError as exc:
+        if exc.line == 0:  # an item given on the command line
+            exc.line = None
+            exc.path = "command line"
         if "cannot be decoded without" in exc.message:
             exc.message += "; on the command line: --set [ID:]ITEM=VALUE or --reg [ID:]NAME=VALUE"
             exc.args = (exc.message,)
