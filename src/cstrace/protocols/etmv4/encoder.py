@@ -350,8 +350,8 @@ def q(
 def atom(atoms: str) -> bytes:
     """One atom packet for an E/N string the formats can express (oldest atom first).
 
-    Formats: 1 (E|N), 2 (two atoms), 3 (three), 4 (EEEN, NNNN, ENEN, NENE),
-    5 (EEEEN, NNNNN, NENEN, ENENE), 6 (3-23 E then E or N). Raises
+    Formats: 1 (E|N), 2 (two atoms), 3 (three), 4 (NEEE, NNNN, NENE, ENEN),
+    5 (NEEEE, NNNNN, NENEN, ENENE), 6 (3-23 E then E or N). Raises
     ``ValueError`` for other strings.
     """
     bits = sum(1 << i for i, a in enumerate(atoms) if a == "E")
@@ -372,8 +372,9 @@ def atom(atoms: str) -> bytes:
     raise ValueError(f"no atom packet format for {atoms!r}")
 
 
-_F4 = {"EEEN": 0, "NNNN": 1, "ENEN": 2, "NENE": 3}
-_F5 = {"EEEEN": 0xF5, "NNNNN": 0xD5, "NENEN": 0xD6, "ENENE": 0xD7}
+# Formats 4 and 5 (atoms oldest first, as the reference reads them).
+_F4 = {"NEEE": 0, "NNNN": 1, "NENE": 2, "ENEN": 3}
+_F5 = {"NEEEE": 0xF5, "NNNNN": 0xD5, "NENEN": 0xD6, "ENENE": 0xD7}
 
 
 class AddressEncoder:
