@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from cstrace.capture import Demux, Stream, demux
+from cstrace.capture import SINGLE_SOURCE_FORMATS, Demux, Stream, demux
 from cstrace.elements import Element
 from cstrace.memory import MemoryMap
 from cstrace.protocols import DecodeContext, DecodeOptions, Packet, ProtocolSpec, find_protocol
@@ -116,7 +116,7 @@ class Session:
         for issue in result.issues:
             errors.append(f"{self._where(buffer, issue.offset)}: {issue.message}")
         sources = self.snapshot.sources_for(buffer)
-        single = buffer.format == "source_data"
+        single = buffer.format in SINGLE_SOURCE_FORMATS
         if single:
             sources = sources[:1]
         if not sources:

@@ -38,6 +38,10 @@ MODULES: dict[str, str] = {
     "PFT": "ptm",
     "STM": "stm",
     "ITM": "itm",
+    "ETM1": "etmv1",
+    "ETM2": "etmv2",
+    "XSCALE": "xscale",
+    "DCC": "dcc",
 }
 
 
