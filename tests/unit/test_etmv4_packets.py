@@ -362,6 +362,15 @@ def test_exact_match_uses_the_address_history() -> None:
     )
 
 
+def test_exact_match_pushes_the_matched_address() -> None:
+    # history [C, B, A]; match 1 gives B and pushes it: [B, C, B]; A has dropped out
+    data = enc.address_long(0xA000, 0, True) + enc.address_long(0xB000, 0, True)
+    data += enc.address_long(0xC000, 0, True)
+    data += enc.exact_match(1) + enc.exact_match(2) + enc.exact_match(0)
+    pkts = after_sync(data)
+    assert [p.address for p in pkts if isinstance(p, AddressMatch)] == [0xB000, 0xB000, 0xB000]
+
+
 def test_context_packets() -> None:
     c = one(enc.context(1, True, True, vmid=0x12, context_id=0xABCD))
     assert isinstance(c, Context)

@@ -391,11 +391,11 @@ class AddressEncoder:
         """The shortest packet that reads back as ``address`` with instruction set ``isa``."""
         for i, entry in enumerate(self.history):
             if entry == (address, isa):
-                self.history.insert(0, self.history.pop(i))
+                # the matched entry is pushed again: [e_i, e0, e1]
+                self.history = [entry, *self.history[:2]]
                 return source_exact_match(i) if source else exact_match(i)
         last, _ = self.history[0]
-        self.history.insert(0, (address, isa))
-        self.history.pop()
+        self.history = [(address, isa), *self.history[:2]]
         shift = 2 - isa
         short = source_address_short if source else address_short
         long = source_address_long if source else address_long

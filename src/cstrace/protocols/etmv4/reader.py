@@ -812,10 +812,11 @@ def iter_packets(
 
             elif h == H_ADDR_MATCH:
                 idx = hdr & 0x3
+                # the matched entry is copied to the front: [e_idx, e0, e1] (e2 drops out)
                 if idx == 1:
-                    a0, a1 = a1, a0
-                    i0, i1 = i1, i0
-                    b0, b1 = b1, b0
+                    a0, a1, a2 = a1, a0, a1
+                    i0, i1, i2 = i1, i0, i1
+                    b0, b1, b2 = b1, b0, b1
                 elif idx == 2:
                     a0, a1, a2 = a2, a0, a1
                     i0, i1, i2 = i2, i0, i1
@@ -1229,9 +1230,9 @@ def iter_packets(
                     if addr_match:
                         qidx = qtype & 0x3
                         if qidx == 1:
-                            a0, a1 = a1, a0
-                            i0, i1 = i1, i0
-                            b0, b1 = b1, b0
+                            a0, a1, a2 = a1, a0, a1
+                            i0, i1, i2 = i1, i0, i1
+                            b0, b1, b2 = b1, b0, b1
                         elif qidx == 2:
                             a0, a1, a2 = a2, a0, a1
                             i0, i1, i2 = i2, i0, i1
