@@ -20,6 +20,47 @@ from tests.golden.scoring import read_listing, score
 EXACT: set[str] = set()
 EXACT |= {"Snowball", "trace_cov_a15"}  # PTM
 EXACT |= {"stm_only", "stm-issue-27", "itm_only_csformat"}  # STM, ITM
+EXACT |= {  # ETMv4
+    "a55-test-tpiu",
+    "a57_single_step",
+    "armv8_1m_branches",
+    "bugfix-exact-match",
+    "init-short-addr",
+    "juno-ret-stck",
+    "juno-uname-001",
+    "juno_r1_1",
+}
+EXACT |= {  # ETE
+    "001-ack_test",
+    "ete-bc-instr",
+    "ete-ite-instr",
+    "ete-ite-instr@multi_session",
+    "ete-wfet",
+    "ete_ip",
+    "ete_ip@src_addr_n",
+    "ete_mem",
+    "ete_spec_1",
+    "ete_spec_2",
+    "event_test",
+    "feat_cmpbr",
+    "infrastructure",
+    "maxspec0_commopt1",
+    "pauth_lr",
+    "pauth_lr@multi_session",
+    "q_elem",
+    "q_elem@multi_session",
+    "s_9001",
+    "s_9001@multi_session",
+    "src_addr",
+    "src_addr@src_addr_n",
+    "ss_ib_el1ns",
+    "ss_ib_el1ns@multi_session",
+    "tme_simple",
+    "tme_test",
+    "trace_file_vmid",
+    "ts_bit64_set",
+    "ts_marker",
+}
 
 _CORPUS = corpus_dir()
 NAMES = expected_names(_CORPUS) if _CORPUS is not None else ["<corpus absent>"]
