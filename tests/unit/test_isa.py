@@ -411,6 +411,8 @@ def test_options_value_semantics() -> None:
         ("ARMv8.1-M", ArchVersion.V8, Profile.M),
         ("ARMv9-A", ArchVersion.AA64, Profile.A),
         ("ARMv9.2-R", ArchVersion.AA64, Profile.R),
+        ("ARMv8.3-M", ArchVersion.V8R3, Profile.M),
+        ("Cortex-A78", ArchVersion.V8, Profile.A),
     ],
 )
 def test_cores(name: str, arch: ArchVersion, profile: Profile) -> None:
@@ -418,7 +420,20 @@ def test_cores(name: str, arch: ArchVersion, profile: Profile) -> None:
     assert lookup(name) == (arch, profile)
 
 
-@pytest.mark.parametrize("name", ["", "Cortex-X9000", "ARMv6-A", "ARMv8-Q", "ARMv8.2", "ARM-X64"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "Cortex-X9000",
+        "ARMv6-A",
+        "ARMv8-Q",
+        "ARMv8.2",
+        "ARM-X64",
+        "ARMv8",
+        "ARMv8-a",
+        "ARMv8-A.1",
+    ],
+)
 def test_unknown_cores(name: str) -> None:
     assert lookup(name) is None
     assert arch_profile(name) == (ArchVersion.UNKNOWN, Profile.UNKNOWN)

@@ -31,7 +31,8 @@ _V8 = ArchVersion.V8
 _V83 = ArchVersion.V8R3
 
 CORES: dict[str, tuple[ArchVersion, Profile]] = {
-    # Armv8-A and later application cores.
+    # Armv8-A and later application cores (the reference gives the A78 "V8").
+    "Cortex-A78": (_V8, _A),
     "Cortex-A77": (_V83, _A),
     "Cortex-A76": (_V83, _A),
     "Cortex-A75": (_V83, _A),
@@ -71,20 +72,26 @@ _PROFILE_LETTERS = {"A": Profile.A, "R": Profile.R, "M": Profile.M}
 
 
 def _pattern(name: str) -> tuple[ArchVersion, Profile] | None:
-    """``ARMvM[.m]-P`` and ``ARM-AA64[-P]`` names (the reference's pattern rules)."""
+    """``ARMvM[.m]-P`` and ``ARM-AA64[-P]`` names (the reference's pattern rules).
+
+    Like the reference, the version characters are taken as ``char - '0'``
+    without checking that they are digits.
+    """
     if name.startswith("ARMv"):
-        if len(name) < 5 or not name[4].isdigit():
+        if len(name) < 5:
             return None
-        major = int(name[4])
-        rest = name[5:]
+        major = ord(name[4]) - 48
         minor = 0
-        if rest.startswith("."):
-            if len(rest) < 2 or not rest[1].isdigit():
+        dot = name.find(".")
+        if dot == 5:
+            if len(name) < 7:
                 return None
-            minor = int(rest[1])
-            rest = rest[2:]
-        elif "." in rest:
+            minor = ord(name[6]) - 48
+            rest = name[7:]
+        elif dot != -1:
             return None
+        else:
+            rest = name[5:]
         if major == 7:
             arch = ArchVersion.V7
         elif major >= 8:
@@ -95,12 +102,14 @@ def _pattern(name: str) -> tuple[ArchVersion, Profile] | None:
                 arch = ArchVersion.V8R3
         else:
             return None
-        if len(rest) < 2 or rest[0] != "-" or rest[1] not in _PROFILE_LETTERS:
+        # the first '-' from index 4 must follow the version directly
+        if name.find("-", 4) != len(name) - len(rest) or len(rest) < 2:
             return None
-        return arch, _PROFILE_LETTERS[rest[1]]
+        profile = _PROFILE_LETTERS.get(rest[1])
+        return None if profile is None else (arch, profile)
     if name.startswith("ARM-") and name[4:8] in ("aa64", "AA64"):
         profile = Profile.A
-        if len(name) > 9 and name[8] == "-":
+        if len(name) > 9 and name.find("-", 7) == 8:
             profile = {"R": Profile.R, "M": Profile.M}.get(name[9], Profile.A)
         return ArchVersion.AA64, profile
     return None
