@@ -231,6 +231,13 @@ def identify_stream(data: bytes, trace_id: int | None = None) -> StreamGuess:
     span = len(view) - first
     itm_fit = good / span if span else 0.0
     ptm, e3, isyncs = _isync_votes(view, short)
+    # Parsing with the real readers settles most cases: the wrong protocol's packet
+    # boundaries drift and meet reserved headers and bad sequences.
+    ptm_fit = _trial("ptm", view[first:])
+    e3_fit = _trial("etm3", view[first:])
+    if ptm_fit is not None and e3_fit is not None:
+        ptm += 4.0 * ptm_fit
+        e3 += 4.0 * e3_fit
     n = len(short)
     if isyncs == 0 or (bad == 0 and itm_fit > 0.9 and isyncs * 2 < n):
         conf = min(0.95, 0.5 + 0.45 * itm_fit) if bad == 0 else 0.4
@@ -245,18 +252,82 @@ def identify_stream(data: bytes, trace_id: int | None = None) -> StreamGuess:
     conf = min(0.95, 0.55 + 0.2 * margin + (0.1 if isyncs >= 3 else 0.0))
     if isyncs < 2:
         conf = min(conf, 0.45)  # one I-sync says little: its layout fits either protocol
-    ev = (
-        f"{n} A-sync sequence(s), {isyncs} I-sync packet(s); I-sync layout votes "
-        f"PTM {ptm:.2f} / ETMv3 {e3:.2f}"
-    )
+    ev = f"{n} A-sync sequence(s), {isyncs} I-sync packet(s)"
+    if ptm_fit is not None and e3_fit is not None:
+        ev += f"; packets parse cleanly as PTM {ptm_fit:.0%}, as ETMv3 {e3_fit:.0%}"
+    ev += f"; votes PTM {ptm:.2f} / ETMv3 {e3:.2f}"
     return StreamGuess(trace_id, size, family, conf, ev, n)
+
+
+_TRIAL_BYTES = 1 << 14
+_BAD_PACKETS = {"NotSync", "BadSequence", "Reserved", "BadTraceMode", "IncompleteEOT"}
+
+
+def _trial_variants(family: str) -> list[tuple[str, dict[str, int]]]:
+    """Register sets to try when parsing with a protocol's reader: the packet-format choices."""
+    out: list[tuple[str, dict[str, int]]] = []
+    for ctx in (0, 1, 3):  # no context ID, 8-bit, 32-bit
+        for ca in (0, 1):
+            etmcr = (ctx << 14) | (ca << 12) | (1 << 28)
+            if family == "ptm":
+                for ts64 in (0, 1):
+                    ccer = (1 << 22) | (1 << 28) | (ts64 << 29)
+                    regs = {"ETMCR": etmcr, "ETMCCER": ccer, "ETMIDR": 0x411CF310}
+                    out.append(("PTM1.1", regs))
+            else:
+                for alt in (0, 1):
+                    regs = {
+                        "ETMCR": etmcr,
+                        "ETMCCER": 1 << 22,
+                        "ETMIDR": 0x410CF250 | (alt << 20),
+                    }
+                    out.append(("ETM3.5", regs))
+    return out
+
+
+def _trial(family: str, data: bytes) -> float | None:
+    """Share of bytes that parse into valid packets with ``family``'s reader (None: no reader)."""
+    from cstrace.capture import Stream
+    from cstrace.protocols import DecodeOptions, find_protocol
+    from cstrace.snapshot.model import Device, Register, TraceSource
+
+    variants = _trial_variants(family)
+    spec = find_protocol(variants[0][0])
+    if spec is None:
+        return None
+    sample = data[:_TRIAL_BYTES]
+    best: float | None = None
+    core = Device("probe_core", "core", "Cortex-A9", "", "probe")
+    for dev_type, regs in variants:
+        dev = Device("probe", "trace_source", dev_type, "", "probe")
+        for name, value in {**regs, "ETMTRACEIDR": 0x10}.items():
+            dev.registers[name] = Register(name, hex(value), "probe", 0)
+        good = bad = 0
+        try:
+            cfg = spec.configure(TraceSource(dev, core), DecodeOptions())
+            for pkt in spec.iter_packets(Stream(0x10, sample), cfg, True):
+                size = len(pkt.raw) or 1
+                if type(pkt).__name__ in _BAD_PACKETS:
+                    if good:
+                        bad += size
+                else:
+                    good += size
+        except Exception:  # a guess must not fail on another module's bug
+            continue
+        if good + bad:
+            fit = good / (good + bad)
+            best = fit if best is None else max(best, fit)
+    return best
 
 
 # --- capture format -----------------------------------------------------------------------
 
 
-def _id_concentration(data: bytes) -> tuple[float, int]:
-    """How much the ID bytes of would-be frames repeat a few IDs: (share of top 8, distinct)."""
+def _id_concentration(data: bytes) -> tuple[float, int, float]:
+    """ID bytes of would-be frames: (share of the 8 commonest IDs, distinct IDs, reserved share).
+
+    Real frames repeat a few IDs and never use the reserved IDs 0x70..0x7F.
+    """
     counts: dict[int, int] = {}
     nframes = min(len(data) // 16, 1 << 16)
     for f in range(nframes):
@@ -267,9 +338,10 @@ def _id_concentration(data: bytes) -> tuple[float, int]:
                 counts[b >> 1] = counts.get(b >> 1, 0) + 1
     total = sum(counts.values())
     if total == 0:
-        return 0.0, 0
+        return 0.0, 0, 0.0
     top = sorted(counts.values(), reverse=True)[:8]
-    return sum(top) / total, len(counts)
+    reserved = sum(v for k, v in counts.items() if k >= 0x70)
+    return sum(top) / total, len(counts), reserved / total
 
 
 def _streams_of(data: bytes, fmt: str) -> tuple[list[StreamGuess], float]:
@@ -313,8 +385,8 @@ def detect_capture(data: bytes, fmt: str | None = None) -> CaptureGuess:
     if size < 16:
         return CaptureGuess("source_data", single.confidence, single_ev, size, [single])
     fsyncs = data.count(_FSYNC)
-    conc, distinct = _id_concentration(data)
-    framed = conc > 0.95 and distinct <= 16
+    conc, distinct, reserved = _id_concentration(data)
+    framed = conc > 0.95 and distinct <= 16 and reserved < 0.02
     if fsyncs and fsyncs >= max(1, size // (1 << 16)):
         hsyncs = data.count(b"\xff\x7f") - 2 * fsyncs
         name = "tpiu" if hsyncs > fsyncs // 4 else "dstream_coresight"
