@@ -167,7 +167,7 @@ def load_elf(data: bytes, name: str = "<elf>") -> ElfImage:
             raise _bad(name, f"type {elf_type} has no code to load")
     except SnapshotError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # pyelftools raises many kinds of errors on damaged files
         raise _bad(name, f"malformed file ({type(exc).__name__}: {exc})") from None
     return image
 
