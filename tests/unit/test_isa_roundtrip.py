@@ -49,7 +49,7 @@ def a64_cb_reg(off: int, sf: bool, cc: int, rm: int, rt: int) -> int:
     return (int(sf) << 31) | 0x74000000 | (cc << 21) | (rm << 16) | (_field(off >> 2, 9) << 5) | rt
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     addr=st.integers(0, M64 >> 2).map(lambda a: a << 2),
     off=st.integers(-(1 << 25), (1 << 25) - 1).map(lambda o: o * 4),
@@ -61,7 +61,7 @@ def test_a64_b_bl(addr: int, off: int, link: bool) -> None:
     assert i.target == (addr + off) & M64
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     addr=st.integers(0, M64 >> 2).map(lambda a: a << 2),
     off=st.integers(-(1 << 18), (1 << 18) - 1).map(lambda o: o * 4),
@@ -80,7 +80,7 @@ def test_a64_imm19(
         assert i.target == (addr + off) & M64
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     addr=st.integers(0, M64 >> 2).map(lambda a: a << 2),
     off=st.integers(-(1 << 13), (1 << 13) - 1).map(lambda o: o * 4),
@@ -94,7 +94,7 @@ def test_a64_tbz(addr: int, off: int, bit: int, nz: bool, rt: int) -> None:
     assert i.target == (addr + off) & M64
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     addr=st.integers(0, M64 >> 2).map(lambda a: a << 2),
     off=st.integers(-(1 << 8), (1 << 8) - 1).map(lambda o: o * 4),
@@ -112,7 +112,7 @@ def test_a64_cmpbr(addr: int, off: int, sf: bool, cc: int, rm: int, rt: int) -> 
 # ---------------------------------------------------------------- A32
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     addr=st.integers(0, M32 >> 2).map(lambda a: a << 2),
     imm24=st.integers(-(1 << 23), (1 << 23) - 1),
@@ -147,7 +147,7 @@ def t32_bl_like(off: int, hw2_base: int) -> int:
     return (hw1 << 16) | hw2
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     addr=st.integers(0, M32 >> 1).map(lambda a: a << 1),
     off=st.integers(-(1 << 23), (1 << 23) - 1).map(lambda o: o * 2),
@@ -165,7 +165,7 @@ def test_t32_b_w_and_bl(addr: int, off: int) -> None:
     assert i.target == ((addr & ~3) + 4 + off4) & M32
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     addr=st.integers(0, M32 >> 1).map(lambda a: a << 1),
     off=st.integers(-(1 << 19), (1 << 19) - 1).map(lambda o: o * 2),
@@ -181,7 +181,7 @@ def test_t32_bcond_w(addr: int, off: int, cond: int) -> None:
     assert i.target == (addr + 4 + off) & M32
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     addr=st.integers(0, M32 >> 1).map(lambda a: a << 1),
     imm8=st.integers(-128, 127),
@@ -206,7 +206,7 @@ def test_t32_16bit_branches(
     assert i.target == (addr + 4 + 2 * imm6) & M32
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     addr=st.integers(0, M32 >> 1).map(lambda a: a << 1),
     off=st.integers(1, 2047).map(lambda o: o * 2),
