@@ -13,14 +13,17 @@ Typical use in a decoder::
 
     arch, profile = arch_profile(core_name)
     opts = IsaOptions(arch, profile, wfi_wfe_branch=True)
-    blocks = BlockCache(memory)          # dropped when memory.generation changes
-    region = memory.find(address, space)
-    scan = blocks.scan(region.data, region.start, address, isa, opts)
+    blocks = BlockCache(memory, opts=opts)   # forgets walks when memory.generation changes
+    scan = blocks.walk(space, address, isa)  # cached: one dict lookup the next time
     match scan.reason:
         case StopReason.WAYPOINT:
-            info = scan.last              # InstrInfo: itype, target, is_link...
+            info = scan.last                 # InstrInfo: itype, target, is_link...
         case StopReason.NO_BYTES:
-            ...                           # continue in the next region, or ADDR_NACC
+            ...                              # the opcode at scan.end is in no image: ADDR_NACC
+
+Lower levels: :func:`scan_to_waypoint` / :func:`scan_to_address` on one code
+object, :class:`Walker` (one code object, cached by start address), and
+:func:`decode` for a single opcode.
 
 Classification follows the Arm ARM encodings and replicates the reference
 decoder's (OpenCSD's) choices; see :mod:`cstrace.isa.a64`,
