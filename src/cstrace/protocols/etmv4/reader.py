@@ -520,6 +520,10 @@ def _atom_table() -> tuple[tuple[PacketType, int, int] | None, ...]:
 
 ATOMS = _atom_table()
 _RAW1 = tuple(bytes((b,)) for b in range(256))
+# Per header byte: (raw bytes, kind, E bits, count) of its atom packet, None if not an atom.
+_ATOM_FIELDS: tuple[tuple[bytes, PacketType, int, int] | None, ...] = tuple(
+    None if a is None else (_RAW1[b], *a) for b, a in enumerate(ATOMS)
+)
 
 # Simple packets of one header byte, by kind.
 _SIMPLE: dict[PacketType, type[Etmv4Packet]] = {
@@ -717,7 +721,7 @@ def iter_packets(
         return
 
     handlers, kinds = header_table(config)
-    atoms = ATOMS
+    atom_fields = _ATOM_FIELDS
     new_obj = object.__new__
     raw1 = _RAW1
     is_ete = config.major_version >= 5
@@ -761,18 +765,19 @@ def iter_packets(
 
         if h == H_ATOM:
             # runs of atoms are most of the trace: stay in this loop while they last
+            stop = run_end if run_end < n else n
+            fields = atom_fields[hdr]
             while True:
                 # built without an __init__ call: this is the hottest line of the reader
                 pkt = new_obj(Atom)
                 pkt.offset = off
-                pkt.raw = raw1[hdr]
-                pkt.kind, pkt.bits, pkt.count = atoms[hdr]  # type: ignore[misc]
+                pkt.raw, pkt.kind, pkt.bits, pkt.count = fields  # type: ignore[misc]
                 yield pkt
                 pos += 1
-                if pos >= n or pos >= run_end:
+                if pos >= stop:
                     break
-                hdr = data[pos]
-                if handlers[hdr] != H_ATOM:
+                fields = atom_fields[data[pos]]
+                if fields is None:
                     break
                 off += 1
             continue
