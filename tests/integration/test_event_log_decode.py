@@ -234,3 +234,54 @@ def test_raw_capture_with_images_on_the_command_line(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert '"num_instr": 2' in done.stdout.replace("'", '"') or "num_instr" in done.stdout
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cstrace.cli", *args], capture_output=True, text=True, check=False
+    )
+
+
+PTM_OPTIONS = [
+    "--set=0x10:cyclecount=0",
+    "--set=0x10:context_id=32",
+    "--set=0x10:vmid=0",
+    "--set=0x10:timestamp_bits=48",
+    "--set=0x10:timestamp_gray=0",
+    "--set=0x10:return_stack=0",
+    "--set=0x10:dmb_dsb_waypoints=0",
+    "--core=0x10=Cortex-A9",
+]
+
+
+def test_raw_formatted_capture_with_per_id_options(tmp_path: Path) -> None:
+    from cstrace.capture.encode import format_frames
+
+    ptm = trace([(None, 0x4D2 << 8), (None, 0x4D2 << 8)])
+    (tmp_path / "cap.bin").write_bytes(format_frames([(0x10, ptm), (0x11, ptm)]))
+    (tmp_path / "b.elf").write_bytes(executable(B_CODE, 0x8000))
+    # 0x11 is not described: a protocol is named for it, but not its options.
+    done = _cli("decode", str(tmp_path / "cap.bin"), "--protocol=ptm", *PTM_OPTIONS)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "[trace_0x11]" in done.stderr and "cyclecount" in done.stderr
+    assert "--set [ID:]ITEM=VALUE" in done.stderr
+    # Decode only what is described: the other ID's options come from a register.
+    done = _cli(
+        "decode",
+        str(tmp_path / "cap.bin"),
+        "--protocol=ptm",
+        *PTM_OPTIONS,
+        "--reg=0x11:ETMCR=0x0000C000",
+        "--reg=0x11:ETMCCER=0x00000000",
+        "--image",
+        str(tmp_path / "b.elf"),
+        "--format",
+        "ocsd",
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "Using cap.bin as trace source"
+    ranges = [ln for ln in lines if "INSTR_RANGE" in ln]
+    assert len(ranges) == 4 and all("0x8000:[0x8008] num_i(2)" in r for r in ranges)
+    assert {r.split(";")[1].strip() for r in ranges} == {"ID:10", "ID:11"}

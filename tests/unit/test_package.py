@@ -404,3 +404,20 @@ def test_tree_reads_ranges(tmp_path: Path) -> None:
     assert tree.read_bytes(rel, 4, 3) == bytes([4, 5, 6])
     assert tree.read_bytes(rel, 30) == bytes([30, 31])
     assert not tree.exists(PurePosixPath("nothing"))
+
+
+def test_define_trace_adds_a_source_with_a_new_trace_id(tmp_path: Path) -> None:
+    folder = make_package_dir(tmp_path / "pkg")
+    (folder / "system-event-log").write_text(
+        EVENTS + "100 define_trace(START, 0x12, PTM_0, ETMCR=0x10001000)\n"
+    )
+    pkg = open_trace_input(folder)
+    names = [s.device.name for s in pkg.sources_for(pkg.buffers[0])]
+    assert names == ["PTM_0", "PTM_0@0x12", "trace_0x20"]
+    new = pkg.sources_for(pkg.buffers[0])[1]
+    assert new.device.reg("ETMTRACEIDR") == 0x12
+    assert new.device.reg("ETMCR") == 0x10001000
+    assert new.core is not None and new.core.name == "cpu_0"
+    (folder / "system-event-log").write_text("5 define_trace(START, 0x12, NOPE)\n")
+    with pytest.raises(SnapshotError, match="no trace source named 'NOPE'"):
+        open_trace_input(folder)
