@@ -237,6 +237,35 @@ def test_block_cache_walk_memory() -> None:
         BlockCache(mem).walk(MemSpace.EL1N, 0, Isa.A64)
 
 
+def test_block_cache_keeps_walks_per_generation() -> None:
+    class Views:
+        """Two views of the same addresses, each with its own generation number."""
+
+        def __init__(self) -> None:
+            self.maps = {
+                7: _memory((0x1000, a64(NOP64, RET64))),
+                9: _memory((0x1000, a64(BL64, NOP64))),
+            }
+            self.generation = 7
+
+        def find(self, address: int, space: int = MemSpace.ANY) -> MemoryRegion | None:
+            return self.maps[self.generation].find(address, space)
+
+    views = Views()
+    bc = BlockCache(views, opts=OPTS)
+    a = bc.walk(MemSpace.EL1N, 0x1000, Isa.A64)
+    assert a.count == 2
+    views.generation = 9
+    b = bc.walk(MemSpace.EL1N, 0x1000, Isa.A64)
+    assert b.count == 1
+    views.generation = 7
+    assert bc.walk(MemSpace.EL1N, 0x1000, Isa.A64) is a
+    assert len(bc) >= 2
+    bc.clear()
+    assert len(bc) == 0
+    assert bc.walk(MemSpace.EL1N, 0x1000, Isa.A64).count == 2
+
+
 def test_block_cache_walk_memory_spaces_and_t32() -> None:
     mem = MemoryMap(
         [

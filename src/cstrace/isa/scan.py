@@ -463,9 +463,11 @@ class BlockCache:
       holds it; it stops with ``NO_BYTES`` where 4 bytes cannot be read from
       one image (the ADDR_NACC address is then ``scan.end``).
 
-    The memory-map level is emptied whenever ``memory.generation`` changes;
-    walkers stay valid (their code objects do not change). ``max_entries``
-    bounds each level.
+    The memory-map level follows ``memory.generation``: walks are kept per
+    generation value (the last 16), so a map that switches between views and
+    gives each view its own generation number (context switches) finds its
+    walks again when a view comes back. Walkers stay valid (their code objects
+    do not change). ``max_entries`` bounds each level.
     """
 
     __slots__ = (
@@ -474,6 +476,7 @@ class BlockCache:
         "_cur_space",
         "_extra",
         "_generation",
+        "_gens",
         "_memory",
         "_walkers",
         "_walks",
@@ -494,7 +497,8 @@ class BlockCache:
         self._walkers: dict[tuple[int, int, Isa, int], Walker] = {}
         # memory-level walks: one dict per (space, isa), keyed by address
         self._walks: dict[tuple[int, int], dict[int, Scan]] = {}
-        self._extra: dict[tuple[int, int, int, int, int], Scan] = {}
+        self._extra: dict[Any, Scan] = {}
+        self._gens: dict[int, tuple[dict[tuple[int, int], dict[int, Scan]], dict[Any, Scan]]] = {}
         self._cur: dict[int, Scan] = {}
         self._cur_space = -1
         self._cur_isa = -1
@@ -502,18 +506,35 @@ class BlockCache:
     def clear(self) -> None:
         """Forget every walk and walker."""
         self._walkers.clear()
-        self._forget_walks()
+        self._gens.clear()
+        self._walks = {}
+        self._extra = {}
+        self._generation = None
+        self._cur = {}
+        self._cur_space = -1
+        self._cur_isa = -1
 
-    def _forget_walks(self) -> None:
-        self._walks.clear()
-        self._extra.clear()
+    def _switch_generation(self, generation: int) -> None:
+        """Keep the walks of the old generation; take up those of the new one."""
+        gens = self._gens
+        if self._generation is not None:
+            gens[self._generation] = (self._walks, self._extra)
+        found = gens.pop(generation, None)
+        if found is None:
+            found = ({}, {})
+        while len(gens) >= 16:
+            del gens[next(iter(gens))]
+        self._walks, self._extra = found
+        self._generation = generation
         self._cur = {}
         self._cur_space = -1
         self._cur_isa = -1
 
     def __len__(self) -> int:
-        walks = sum(len(d) for d in self._walks.values())
-        return walks + len(self._extra) + sum(len(w) for w in self._walkers.values())
+        walks = sum(len(d) for d in self._walks.values()) + len(self._extra)
+        for w_d, x_d in self._gens.values():
+            walks += sum(len(d) for d in w_d.values()) + len(x_d)
+        return walks + sum(len(w) for w in self._walkers.values())
 
     def walker(self, code: Buffer, base: int, isa: Isa, opts: IsaOptions) -> Walker:
         """The (cached) :class:`Walker` of ``code`` mapped at ``base``."""
@@ -555,8 +576,7 @@ class BlockCache:
                 raise ValueError(
                     "BlockCache.walk needs the memory and options given at construction"
                 )
-            self._generation = mem.generation
-            self._forget_walks()
+            self._switch_generation(mem.generation)
         if max_instr or it_state:
             xkey = (address, space, isa, max_instr, it_state)
             s = self._extra.get(xkey)
