@@ -364,6 +364,13 @@ def test_read_opcode_and_decode_at() -> None:
     assert decode_at(Isa.T32, code, 0x100, 0x106, V7) is None  # only 2 bytes left
 
 
+def test_plain_int_isa() -> None:
+    i = decode(2, ADDR, 0xD65F03C0, V8)  # type: ignore[arg-type]
+    assert i.isa is Isa.A64 and i.next_isa is Isa.A64 and "A64" in repr(i)
+    j = decode(0, ADDR, 0xFA000000, V7)  # type: ignore[arg-type]
+    assert j.isa is Isa.A32 and j.next_isa is Isa.T32
+
+
 def test_unsupported_isa_raises() -> None:
     with pytest.raises(ValueError):
         decode(Isa.JAZELLE, 0, 0, V7)

@@ -29,6 +29,7 @@ _MASK32 = 0xFFFFFFFF
 _MASK64 = (1 << 64) - 1
 _CLS_KEY_MASK = 0xF  # the options bits that change the classification of an opcode
 
+_ISAS = tuple(Isa)
 _CACHES: dict[tuple[Isa, int], tuple[dict[int, Cls], Callable[[int], Cls]]] = {}
 
 
@@ -68,6 +69,7 @@ def classify(isa: Isa, opcode: int, opts: IsaOptions) -> Cls:
 def info_from_cls(isa: Isa, address: int, opcode: int, c: Cls) -> InstrInfo:
     """Build the :class:`InstrInfo` of the instruction at ``address`` from its record."""
     size, itype, subtype, is_cond, is_link, rel, align, switch, it_count = c
+    isa = _ISAS[isa]  # callers may pass a plain int
     target = None
     next_isa = isa
     if rel is not None:

@@ -174,6 +174,7 @@ class Walker:
     ) -> None:
         if isa not in (Isa.A64, Isa.A32, Isa.T32):
             raise ValueError(f"instructions of ISA {isa!r} cannot be walked")
+        isa = Isa(isa)
         self.code = code
         self.base = base
         self.end = base + len(code)
