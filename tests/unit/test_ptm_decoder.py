@@ -286,3 +286,24 @@ def test_config_fields() -> None:
     assert c.ts_64bit and c.ts_binary and c.dmb_dsb_waypoints and not c.dmb_dsb_timestamps
     v10 = PtmConfig(trace_id=1, etmccer=0x34C01AC2, etmidr=0x411CF301)
     assert not v10.ts_64bit and not v10.ts_binary and not v10.return_stack
+
+
+def test_decoder_sees_only_the_first_uncarried_notsync() -> None:
+    stream = Stream.from_chunks(0x10, [(0, b"\x00"), (16, b"\x12\x13"), (32, sync())])
+    config = PtmConfig(trace_id=0x10)
+    context = DecodeContext(0x10, DecodeOptions(), memory())
+    elems = list(iter_elements(iter_packets(stream, config, True), config, context))
+    assert isinstance(elems[0], NoSync) and elems[0].offset == 1
+
+
+def test_unsupported_isa_warning_is_logged() -> None:
+    config = PtmConfig(trace_id=0x10, core="Cortex-A15")
+    data = sync(0x1000) + encode_branch(0x1004, Isa.JAZELLE) + encode_atoms([True])
+    stream = Stream.from_chunks(0x10, [(0, data)])
+    context = DecodeContext(0x10, DecodeOptions(), memory())
+    list(iter_elements(iter_packets(stream, config, True), config, context))
+    assert context.messages == [
+        f"DCD_PTM_0016 : 0x0016 (OCSD_ERR_UNSUPPORTED_ISA) [ISA not supported in decoder]; "
+        f"TrcIdx={len(data) - 1}; CS ID=10; "
+        "Warning: unsupported instruction set processing atom packet."
+    ]

@@ -292,3 +292,20 @@ def test_encoded_atoms_read_back() -> None:
         (pkt,) = after_sync(encode_atoms(pattern))
         assert isinstance(pkt, Atom) and pkt.count == len(pattern)
         assert [bool((pkt.bits >> i) & 1) for i in range(pkt.count)] == pattern
+
+
+def test_carried_zeros_are_listed_again_and_over_read() -> None:
+    # A 0x00 ends a full 15-byte frame block; the next block does not continue an
+    # A-sync. The reference lists the carried 0x00 again, then over-counts by one
+    # and reads one byte past the 15-byte block (its slot's byte count, 15).
+    first = bytes([0x11] * 14) + b"\x00"
+    second = bytes([0x22] * 15)
+    stream = Stream.from_chunks(0x10, [(0, first), (16, second), (32, SYNC)])
+    pkts = list(iter_packets(stream, PLAIN, True))
+    notsync = [p for p in pkts if isinstance(p, NotSync)]
+    assert [(p.offset, p.raw, p.carried) for p in notsync] == [
+        (0, bytes([0x11] * 14), False),
+        (14, b"\x00", True),
+        (15, second + b"\x0f", False),
+    ]
+    assert isinstance(pkts[len(notsync)], ASync) and pkts[len(notsync)].offset == 32

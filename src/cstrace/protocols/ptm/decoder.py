@@ -24,6 +24,9 @@ including its choices where the specification leaves room:
 - with the return stack enabled, an E atom on an indirect branch takes its
   target from the return stack; a pop from an empty stack stops the decoding
   of the trace ID, as in the reference;
+- code in an instruction set it cannot walk (Jazelle, ThumbEE) is skipped
+  until the next address, with the reference's warning in
+  ``context.messages`` (errors are logged there in the reference's words);
 - an instruction whose 4 opcode bytes are not all readable ends the walk with
   an ``ADDR_NACC`` (even a 16-bit Thumb instruction needs 4 bytes);
 - only I-sync packets change the security state used to read code memory.
@@ -105,6 +108,24 @@ readable; ``count``: instructions walked; then the last instruction's type,
 sub-type, size, condition and link flags, direct branch target (0 if none) and
 the ISA after it.
 """
+
+
+_UNSUPPORTED_ISA = "0x0016 (OCSD_ERR_UNSUPPORTED_ISA) [ISA not supported in decoder]"
+_RET_STACK_OVERFLOW = (
+    "0x001c (OCSD_ERR_RET_STACK_OVERFLOW) "
+    "[Internal return stack overflow checks failed - popped more than we pushed.]"
+)
+_PKT_NAMES = {BranchAddress: "BranchAddr", WaypointUpdate: "WP update"}
+
+
+def _message(offset: int, trace_id: int, error: str, text: str) -> str:
+    """A message as the reference logs it (its listing prints it without a newline).
+
+    The reference names its decoder after the trace ID of formatted captures
+    (``DCD_PTM_0016`` for ID 0x10); for single-source captures it omits the
+    number, which the decoder cannot tell here. The listing does not score it.
+    """
+    return f"DCD_PTM_{trace_id:04d} : {error}; TrcIdx={offset}; CS ID={trace_id:02x}; {text}"
 
 
 class ReturnStack:
@@ -288,12 +309,13 @@ def iter_elements(
     offset = 0
     isas = _ISAS
     seen_notsync = False
+    messages = context.messages
 
     for pkt in packets:
         if state != _DECODE:
             if type(pkt) is NotSync:
                 # the reference hands only the first unsynchronised block to its decoder
-                if seen_notsync:
+                if seen_notsync or pkt.carried:
                     continue
                 seen_notsync = True
             offset = pkt.offset
@@ -402,6 +424,16 @@ def iter_elements(
                 pe_valid = False
                 if not walker.readable(pe_addr, space):
                     yield AddrNacc(offset, pe_addr, MemSpace(space))
+                else:
+                    messages.append(
+                        _message(
+                            offset,
+                            config.trace_id,
+                            _UNSUPPORTED_ISA,
+                            "Warning: unsupported instruction set processing "
+                            f"{_PKT_NAMES.get(type(pkt), 'atom')} packet.",
+                        )
+                    )
                 break
             if to_addr:
                 assert isinstance(pkt, WaypointUpdate)
@@ -435,7 +467,16 @@ def iter_elements(
                     if stack.active and type(pkt) is Atom:
                         popped = stack.pop()
                         if stack.overflow:
-                            return  # the reference stops decoding with a fatal error
+                            # fatal in the reference: it stops decoding there
+                            messages.append(
+                                _message(
+                                    offset,
+                                    config.trace_id,
+                                    _RET_STACK_OVERFLOW,
+                                    "Return stack error processing atom packet.",
+                                )
+                            )
+                            return
                         assert popped is not None
                         next_addr, next_isa = popped
                         pe_valid = True

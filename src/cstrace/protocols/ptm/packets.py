@@ -85,10 +85,20 @@ class PtmPacket(Packet):
 
 
 class NotSync(PtmPacket):
-    """Bytes read while looking for the first A-sync."""
+    """Bytes read while looking for the first A-sync.
 
-    __slots__ = ()
+    ``carried``: the 0x00 bytes that ended the previous block, reported again
+    when they turn out not to start an A-sync (the reference lists them but does
+    not pass them to its decoder).
+    """
+
+    __slots__ = ("carried",)
     TYPE = PtmPacketType.NOTSYNC
+
+    def __init__(self, offset: int, raw: bytes, carried: bool = False) -> None:
+        self.offset = offset
+        self.raw = raw
+        self.carried = carried
 
 
 class IncompleteEOT(PtmPacket):

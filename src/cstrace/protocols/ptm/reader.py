@@ -25,7 +25,7 @@ listings do so, and cstrace matches them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from cstrace.capture.stream import Stream
@@ -175,17 +175,17 @@ _ASYNC_PAD_LIMIT = 11  # extra 0x00 bytes dropped at a time while hunting an A-s
 _ASYNC_ZEROS = 5
 
 
-def _blocks(stream: Stream) -> Iterator[tuple[int, int, int]]:
-    """(start, end, capture index) of the data blocks the reference delivers one by one."""
+def _blocks(stream: Stream) -> Iterator[tuple[int, int, int, int]]:
+    """(start, end, capture index, run number) of the blocks the reference delivers one by one."""
     pos = stream.run_pos.tolist()
     idx = stream.run_idx.tolist()
     n = len(stream.data)
     ends = [*pos[1:], n]
-    for start, end, index in zip(pos, ends, idx, strict=True):
+    for run, (start, end, index) in enumerate(zip(pos, ends, idx, strict=True)):
         while start < end:
             # a 1024-byte read boundary may fall inside a run (unformatted captures)
             cut = min(end, start + _BLOCK - (index % _BLOCK))
-            yield start, cut, index
+            yield start, cut, index, run
             index += cut - start
             start = cut
 
@@ -197,8 +197,11 @@ class _Unsynced:
     ``index`` its capture index and ``resume`` the stream position after it.
     """
 
-    def __init__(self, formatted: bool) -> None:
-        self.formatted = formatted
+    def __init__(self, stream: Stream) -> None:
+        self.formatted = stream.trace_id is not None
+        # optional: the deformatter's memory after a block (see ``_beyond``)
+        self.frame_tail: Callable[[int, int], bytes] | None = getattr(stream, "frame_tail", None)
+        self.run = 0
         self.wait_zeros = False
         self.pending = bytearray()
         self.zeros = 0
@@ -206,20 +209,25 @@ class _Unsynced:
         self.resume = 0
         self.async_raw = b""
 
-    def _beyond(self, data: bytes, start: int, end: int, count: int) -> bytes:
-        """Bytes the reference reads past the end of a block (it over-counts carried zeros).
+    def _beyond(self, data: bytes, start: int, end: int, skip: int, count: int) -> bytes:
+        """``count`` bytes from ``skip`` bytes past the end of a block, as the reference reads them.
 
-        What lies there is memory next to the block: for a formatter frame's data
-        (at most 15 bytes), the byte count of the block as a 32-bit little-endian
-        number, then a 32-bit zero; for the last, short read of an unformatted
-        capture, the previous read's bytes. Elsewhere it is unknown and left out.
+        The reference over-counts zeros carried from one block to the next and so
+        reads past the block. What lies there is memory next to the block: for a
+        formatter frame's data, what the deformatter left in its output slot (the
+        stream's ``frame_tail`` when it offers one; else, for a full 15-byte block,
+        the byte count as a 32-bit little-endian number then a 32-bit zero); for
+        the last, short read of an unformatted capture, the previous read's bytes.
+        Elsewhere it is unknown and left out.
         """
         if self.formatted:
+            if self.frame_tail is not None:
+                return self.frame_tail(self.run, skip + count)[skip:]
             if end - start == 15:
-                return b"\x0f\x00\x00\x00\x00\x00\x00\x00"[:count]
+                return b"\x0f\x00\x00\x00\x00\x00\x00\x00"[skip : skip + count]
             return b""
         if end - start < _BLOCK:
-            lo = end - _BLOCK
+            lo = end - _BLOCK + skip  # the previous read, at the same buffer offsets
             hi = min(lo + count, start)
             if lo >= 0 and hi > lo:
                 return data[lo:hi]
@@ -288,12 +296,13 @@ class _Unsynced:
             if send and unsynced > 0:
                 if on_entry:
                     # zeros carried over from the previous block turned out not to be an A-sync
-                    out.append(NotSync(self.index, bytes(on_entry)))
+                    out.append(NotSync(self.index, bytes(on_entry), carried=True))
                     self.index += on_entry
                 stop = scan_start + unsynced
                 raw = data[scan_start : min(stop, end)]
                 if stop > end:
-                    raw += self._beyond(data, start, end, stop - end)
+                    skip = max(scan_start - end, 0)
+                    raw += self._beyond(data, start, end, skip, stop - end - skip)
                 out.append(NotSync(self.index, raw))
                 scan_start += unsynced
                 self.index += unsynced
@@ -369,9 +378,10 @@ def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> It
     out: list[Packet] = []
 
     # --- before the first A-sync -------------------------------------------------
-    hunt = _Unsynced(stream.trace_id is not None)
+    hunt = _Unsynced(stream)
     synced = False
-    for start, end, index in _blocks(stream):
+    for start, end, index, run in _blocks(stream):
+        hunt.run = run
         synced = hunt.feed(data, start, end, index, out)
         yield from out
         out.clear()
