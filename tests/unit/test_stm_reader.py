@@ -256,3 +256,17 @@ def test_packet_split_across_blocks() -> None:
 
 def test_empty_stream() -> None:
     assert read(b"") == []
+
+
+def test_small_reading_window_gives_the_same_packets(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cstrace.protocols.stm.reader as reader
+
+    text = SYNC_V3 + "141 f3 0480 " + "a 01021010 0 e c 0003aeb284c9 " * 20 + ASYNC + "f003 6 12"
+    text += "f" * 30 + "0"  # an F run longer than the window
+    data = nib(text)
+    chunks = [(16 * i, data[15 * i : 15 * i + 15]) for i in range(0, len(data) // 15 + 1)]
+    stream = Stream.from_chunks(0x20, chunks)
+    want = [repr(p) for p in iter_packets(stream, None, True)]
+    for window in (4, 7, 16, 23):
+        monkeypatch.setattr(reader, "_WINDOW", window)
+        assert [repr(p) for p in iter_packets(stream, None, True)] == want

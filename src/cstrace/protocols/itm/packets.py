@@ -74,7 +74,8 @@ class NotSync(ItmPacket):
     KIND = ItmPktType.NOTSYNC
 
     def __init__(self, offset: int, raw: bytes, decoded: bool = True) -> None:
-        super().__init__(offset, raw)
+        self.offset = offset
+        self.raw = raw
         self.decoded = decoded
 
 
@@ -98,7 +99,8 @@ class _Payload(ItmPacket):
     __slots__ = ("size", "src_id", "value")
 
     def __init__(self, offset: int, raw: bytes, src_id: int, value: int, size: int) -> None:
-        super().__init__(offset, raw)
+        self.offset = offset
+        self.raw = raw
         self.src_id = src_id
         self.value = value
         self.size = size
@@ -133,7 +135,8 @@ class LocalTs(ItmPacket):
     def __init__(
         self, offset: int, raw: bytes, tc: int, value: int, size: int, compact: bool = False
     ) -> None:
-        super().__init__(offset, raw)
+        self.offset = offset
+        self.raw = raw
         self.tc = tc
         self.value = value
         self.size = size
@@ -150,7 +153,8 @@ class GlobalTs1(ItmPacket):
     KIND = ItmPktType.TS_GLOBAL_1
 
     def __init__(self, offset: int, raw: bytes, flags: int, value: int, size: int) -> None:
-        super().__init__(offset, raw)
+        self.offset = offset
+        self.raw = raw
         self.flags = flags
         self.value = value
         self.size = size
@@ -167,7 +171,8 @@ class GlobalTs2(ItmPacket):
     KIND = ItmPktType.TS_GLOBAL_2
 
     def __init__(self, offset: int, raw: bytes, value: int, size: int) -> None:
-        super().__init__(offset, raw)
+        self.offset = offset
+        self.raw = raw
         self.value = value
         self.size = size
 
@@ -182,7 +187,8 @@ class Extension(ItmPacket):
     KIND = ItmPktType.EXTENSION
 
     def __init__(self, offset: int, raw: bytes, hardware: bool, nbits: int, value: int) -> None:
-        super().__init__(offset, raw)
+        self.offset = offset
+        self.raw = raw
         self.hardware = hardware
         self.nbits = nbits
         self.value = value
@@ -202,7 +208,8 @@ class BadSequence(ItmPacket):
     KIND = ItmPktType.BAD_SEQUENCE
 
     def __init__(self, offset: int, raw: bytes, orig: ItmPktType) -> None:
-        super().__init__(offset, raw)
+        self.offset = offset
+        self.raw = raw
         self.orig = orig
 
 
@@ -213,5 +220,6 @@ class IncompleteEot(ItmPacket):
     KIND = ItmPktType.INCOMPLETE_EOT
 
     def __init__(self, offset: int, raw: bytes, orig: ItmPktType) -> None:
-        super().__init__(offset, raw)
+        self.offset = offset
+        self.raw = raw
         self.orig = orig

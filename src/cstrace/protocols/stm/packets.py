@@ -109,7 +109,8 @@ class Version(StmPacket):
     KIND = StmPktType.VERSION
 
     def __init__(self, offset: int, raw: bytes, version: int) -> None:
-        super().__init__(offset, raw)
+        self.offset = offset
+        self.raw = raw
         self.version = version
 
 
@@ -119,7 +120,8 @@ class _Stamped(StmPacket):
     __slots__ = ("timestamp", "ts_bits")
 
     def __init__(self, offset: int, raw: bytes, timestamp: int | None, ts_bits: int) -> None:
-        super().__init__(offset, raw)
+        self.offset = offset
+        self.raw = raw
         self.timestamp = timestamp
         self.ts_bits = ts_bits
 
@@ -138,7 +140,8 @@ class M8(StmPacket):
     KIND = StmPktType.M8
 
     def __init__(self, offset: int, raw: bytes, master: int) -> None:
-        super().__init__(offset, raw)
+        self.offset = offset
+        self.raw = raw
         self.master = master
 
 
@@ -149,7 +152,8 @@ class MErr(StmPacket):
     KIND = StmPktType.MERR
 
     def __init__(self, offset: int, raw: bytes, value: int) -> None:
-        super().__init__(offset, raw)
+        self.offset = offset
+        self.raw = raw
         self.value = value
 
 
@@ -160,7 +164,8 @@ class GErr(StmPacket):
     KIND = StmPktType.GERR
 
     def __init__(self, offset: int, raw: bytes, value: int) -> None:
-        super().__init__(offset, raw)
+        self.offset = offset
+        self.raw = raw
         self.value = value
 
 
@@ -171,7 +176,8 @@ class C8(StmPacket):
     KIND = StmPktType.C8
 
     def __init__(self, offset: int, raw: bytes, channel: int) -> None:
-        super().__init__(offset, raw)
+        self.offset = offset
+        self.raw = raw
         self.channel = channel
 
 
@@ -182,7 +188,8 @@ class C16(StmPacket):
     KIND = StmPktType.C16
 
     def __init__(self, offset: int, raw: bytes, channel: int) -> None:
-        super().__init__(offset, raw)
+        self.offset = offset
+        self.raw = raw
         self.channel = channel
 
 
@@ -201,7 +208,10 @@ class Data(_Stamped):
         timestamp: int | None = None,
         ts_bits: int = 0,
     ) -> None:
-        super().__init__(offset, raw, timestamp, ts_bits)
+        self.offset = offset
+        self.raw = raw
+        self.timestamp = timestamp
+        self.ts_bits = ts_bits
         self.bits = bits
         self.value = value
         self.marker = marker
@@ -237,7 +247,10 @@ class Trig(_Stamped):
     def __init__(
         self, offset: int, raw: bytes, value: int, timestamp: int | None = None, ts_bits: int = 0
     ) -> None:
-        super().__init__(offset, raw, timestamp, ts_bits)
+        self.offset = offset
+        self.raw = raw
+        self.timestamp = timestamp
+        self.ts_bits = ts_bits
         self.value = value
 
 
@@ -248,7 +261,8 @@ class Freq(StmPacket):
     KIND = StmPktType.FREQ
 
     def __init__(self, offset: int, raw: bytes, value: int) -> None:
-        super().__init__(offset, raw)
+        self.offset = offset
+        self.raw = raw
         self.value = value
 
 
@@ -259,7 +273,8 @@ class Reserved(StmPacket):
     KIND = StmPktType.RESERVED
 
     def __init__(self, offset: int, raw: bytes, opcode: int) -> None:
-        super().__init__(offset, raw)
+        self.offset = offset
+        self.raw = raw
         self.opcode = opcode
 
 
@@ -270,7 +285,8 @@ class BadSequence(StmPacket):
     KIND = StmPktType.BAD_SEQUENCE
 
     def __init__(self, offset: int, raw: bytes, orig: StmPktType, marker: bool = False) -> None:
-        super().__init__(offset, raw)
+        self.offset = offset
+        self.raw = raw
         self.orig = orig
         self.marker = marker
 
@@ -282,6 +298,7 @@ class IncompleteEot(StmPacket):
     KIND = StmPktType.INCOMPLETE_EOT
 
     def __init__(self, offset: int, raw: bytes, orig: StmPktType, marker: bool = False) -> None:
-        super().__init__(offset, raw)
+        self.offset = offset
+        self.raw = raw
         self.orig = orig
         self.marker = marker

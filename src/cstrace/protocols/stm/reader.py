@@ -34,7 +34,7 @@ How the reference cuts the stream, reproduced here:
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from cstrace.capture.stream import Stream
@@ -55,7 +55,6 @@ from cstrace.protocols.stm.packets import (
     Reserved,
     StmPacket,
     StmPktType,
-    StmTsType,
     Trig,
     Version,
 )
@@ -157,17 +156,6 @@ _T1 = _table(OPCODES_1N)
 _T2 = _table(OPCODES_2N)
 _T3 = _table(OPCODES_3N)
 
-# Reader states and packet phases.
-_WAIT_SYNC = 0
-_PH_HDR = 1
-_PH_F = 2
-_PH_F0 = 3
-_PH_DATA = 4
-_PH_VERSION = 5
-_PH_TSLEN = 6
-_PH_TS = 7
-_PH_ASYNC = 8
-
 _ASYNC_RAW = b"\xff" * 10 + b"\x0f"
 _TS_NIBBLES = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, -1)
 _DATA_BITS = {_P.D4: 4, _P.D8: 8, _P.D16: 16, _P.D32: 32, _P.D64: 64}
@@ -236,95 +224,53 @@ def iter_packets(
     ``complete`` is False when the capture was cut short: then a packet in
     progress at the end is dropped instead of flushed as INCOMPLETE_EOT.
     """
+    sync = _SyncState()
+    start = yield from _search_async(stream, sync)
+    if start is not None:
+        yield from _read_synced(stream, start, sync, complete)
+
+
+class _SyncState:
+    """The reference's ASYNC detector, run on every nibble (8-bit F counter)."""
+
+    __slots__ = ("is_sync", "num_f", "sync_index", "sync_start")
+
+    def __init__(self) -> None:
+        self.num_f = 0
+        self.sync_start = False
+        self.is_sync = False
+        self.sync_index = 0
+
+
+def _search_async(stream: Stream, sync: _SyncState) -> Generator[StmPacket, None, int | None]:
+    """Before the first ASYNC: NOTSYNC packets per block, then the ASYNC packet.
+
+    Returns the stream nibble position of the first packet after ASYNC, or None
+    when the stream ends unsynchronised.
+    """
     past = _PastBlock(stream)
-
-    synced = False
-    state = _WAIT_SYNC
     raw = bytearray()
-    nn = 0  # nibbles of the current packet (8-bit counter)
-    pkt_index = 0
-    # ASYNC detection, run on every nibble (8-bit F counter).
-    num_f = 0
-    sync_start = False
-    is_sync = False
-    sync_index = 0
-    # State the reference keeps in its packet object across packets.
-    channel = 0
-    ts = 0
-    ts_type = StmTsType.UNKNOWN
-    cur_type = _P.NOTSYNC
-    # Current packet.
-    row: OpRow = _T1[0]
-    marker = False
-    data_end = 0
-    val = 0
-    ts_req = 0
-    ts_got = 0
-    ts_val = 0
-    done: StmPacket | None = None
-    fatal = False
-
+    num_f = sync.num_f
+    sync_start = sync.sync_start
+    is_sync = sync.is_sync
+    sync_index = sync.sync_index
+    base = 0  # stream position of the block
     for number, (blk, block) in enumerate(stream.chunks()):
         past.note(block)
         nibs = [x for b in block for x in (b & 15, b >> 4)]
         end = len(nibs)
-        k = 0  # next nibble; bytes consumed = (k + 1) >> 1
-        while True:
-            if state == _WAIT_SYNC:
+        k = 0  # next nibble of the block; bytes consumed = (k + 1) >> 1
+        while k < end:
+            # One pass of the reference's search (waitForSync).
+            start = (k + 1) >> 1
+            pkt_index = blk + start
+            nn = 22 if is_sync else num_f  # nibble counter (8 bits)
+            got = True
+            while not is_sync:
                 if k >= end:
+                    got = False
                     break
-                # One pass of the reference's search for ASYNC (waitForSync).
-                start = (k + 1) >> 1
-                pkt_index = blk + start
-                nn = 22 if is_sync else num_f
-                got = True
-                while not is_sync:
-                    if k >= end:
-                        got = False
-                        break
-                    nib = nibs[k]
-                    k += 1
-                    nn = (nn + 1) & 0xFF
-                    if nib == 15:
-                        num_f = (num_f + 1) & 0xFF
-                        if not sync_start:
-                            sync_start = True
-                            sync_index = pkt_index + (((nn - 1) // 2) if nn else 0)
-                    elif sync_start:
-                        if nib == 0 and num_f >= 21:
-                            is_sync = True
-                        else:
-                            num_f = 0
-                            sync_start = False
-                if nn == 0:
-                    continue
-                if not got or nn > 22:
-                    count = (nn - (22 if is_sync else num_f)) & 0xFF
-                    count = (count >> 1) + (count & 1)
-                    take = block[start : start + count]
-                    raw += take
-                    if len(take) < count:
-                        raw += past.read(number, block, count - len(take))
-                    cur_type = _P.NOTSYNC
-                    done = NotSync(pkt_index, bytes(raw))
-                else:
-                    cur_type = _P.ASYNC
-                    synced = True
-                    num_f = 0
-                    sync_start = False
-                    is_sync = False
-                    pkt_index = sync_index
-                    raw += _ASYNC_RAW
-                    done = Async(pkt_index, bytes(raw))
-            else:
-                # Synchronised: read one nibble of the current packet.
-                if k >= end:
-                    break
-                if state == _PH_HDR:
-                    pkt_index = blk + ((k + 1) >> 1)
                 nib = nibs[k]
-                if not k & 1:
-                    raw.append(block[k >> 1])
                 k += 1
                 nn = (nn + 1) & 0xFF
                 if nib == 15:
@@ -338,147 +284,310 @@ def iter_packets(
                     else:
                         num_f = 0
                         sync_start = False
-                        is_sync = False
-
-                if state in (_PH_HDR, _PH_F, _PH_F0):
-                    row = (_T1 if state == _PH_HDR else _T2 if state == _PH_F else _T3)[nib]
-                    action = row[3]
-                    if action == ACT_PACKET:
-                        cur_type = row[2]
-                        marker = row[5]
-                        val = 0
-                        data_end = nn + row[4]
-                        if row[4]:
-                            state = _PH_DATA
-                            continue
-                        if row[6]:
-                            state = _PH_TSLEN
-                            continue
-                        state = _PH_DATA  # no payload, no timestamp: complete
-                    elif action == ACT_PREFIX_F:
-                        state = _PH_F
-                        continue
-                    elif action == ACT_PREFIX_F0:
-                        state = _PH_F0
-                        continue
-                    elif action == ACT_ASYNC:
-                        state = _PH_ASYNC
-                        continue
-                    elif action == ACT_VERSION:
-                        cur_type = _P.VERSION
-                        state = _PH_VERSION
-                        continue
-                    else:
-                        cur_type = _P.RESERVED
-                        if state == _PH_HDR:
-                            opcode = nib
-                        elif state == _PH_F:
-                            opcode = 0xF | nib << 4
-                        else:
-                            opcode = 0xF | nib << 8
-                        done = Reserved(pkt_index, bytes(raw), opcode)
-                        fatal = True
-                elif state == _PH_DATA:
-                    val = (val << 4) | nib
-                    if nn != data_end:
-                        continue
-                elif state == _PH_VERSION:
-                    if nib == 3 or nib == 4:
-                        ts_type = StmTsType(nib)
-                        channel = 0
-                        done = Version(pkt_index, bytes(raw), nib)
-                    else:
-                        done = BadSequence(pkt_index, bytes(raw), cur_type, marker)
-                        fatal = True
-                elif state == _PH_TSLEN:
-                    ts_req = _TS_NIBBLES[nib]
-                    if ts_req < 0:
-                        done = BadSequence(pkt_index, bytes(raw), cur_type, marker)
-                        fatal = True
-                    elif ts_req:
-                        ts_got = 0
-                        ts_val = 0
-                        state = _PH_TS
-                        continue
-                elif state == _PH_TS:
-                    ts_val = (ts_val << 4) | nib
-                    ts_got += 1
-                    if ts_got != ts_req:
-                        continue
-                elif state == _PH_ASYNC:
-                    if is_sync:
-                        cur_type = _P.ASYNC
-                        num_f = 0
-                        sync_start = False
-                        is_sync = False
-                        done = Async(pkt_index, bytes(raw))
-                    elif not sync_start:
-                        done = BadSequence(pkt_index, bytes(raw), cur_type, marker)
-                        fatal = True
-                    else:
-                        continue
-
-                if done is None:
-                    # Payload complete (state _PH_DATA), or timestamp complete.
-                    if state == _PH_DATA and row[6]:
-                        state = _PH_TSLEN
-                        continue
-                    stamp: int | None = None
-                    bits = 0
-                    if row[6]:
-                        bits = ts_req * 4 if state == _PH_TS else 0
-                        update = ts_val if state == _PH_TS else 0
-                        mask = (1 << bits) - 1
-                        if ts_type == StmTsType.NATBINARY:
-                            ts = (ts & ~mask) | (update & mask)
-                        elif ts_type == StmTsType.GREY:
-                            gray = bin_to_gray(ts)
-                            ts = gray_to_bin((gray & ~mask) | (update & mask))
-                        else:
-                            done = BadSequence(pkt_index, bytes(raw), cur_type, marker)
-                            fatal = True
-                        stamp = ts
-                    if done is None:
-                        kind = row[2]
-                        r = bytes(raw)
-                        if kind in _DATA_BITS:
-                            done = Data(pkt_index, r, _DATA_BITS[kind], val, marker, stamp, bits)
-                        elif kind == _P.M8:
-                            channel = 0
-                            done = M8(pkt_index, r, val)
-                        elif kind == _P.C8:
-                            channel = (channel & 0xFF00) | val
-                            done = C8(pkt_index, r, channel)
-                        elif kind == _P.C16:
-                            channel = val
-                            done = C16(pkt_index, r, val)
-                        elif kind == _P.MERR:
-                            channel = 0
-                            done = MErr(pkt_index, r, val)
-                        elif kind == _P.GERR:
-                            channel = 0
-                            done = GErr(pkt_index, r, val)
-                        elif kind == _P.FLAG:
-                            done = Flag(pkt_index, r, stamp, bits)
-                        elif kind == _P.TRIG:
-                            done = Trig(pkt_index, r, val, stamp, bits)
-                        elif kind == _P.FREQ:
-                            done = Freq(pkt_index, r, val)
-                        else:
-                            done = Null(pkt_index, r, stamp, bits)
-
-            # Output the finished packet (the reference's outputPacket).
-            if done is not None:
-                yield done
-                done = None
-                if fatal:
-                    return
+            if nn == 0:
+                continue
+            if not got or nn > 22:
+                count = (nn - (22 if is_sync else num_f)) & 0xFF
+                count = (count >> 1) + (count & 1)
+                take = block[start : start + count]
+                raw += take
+                if len(take) < count:
+                    raw += past.read(number, block, count - len(take))
+                yield NotSync(pkt_index, bytes(raw))
                 raw.clear()
-                nn = 0
-                marker = False
                 if k & 1:
                     raw.append(block[k >> 1] & 0xF0)  # unused high nibble, printed as a byte
-                state = _PH_HDR if synced else _WAIT_SYNC
+                continue
+            raw += _ASYNC_RAW
+            yield Async(sync_index, bytes(raw))
+            sync.num_f = 0
+            sync.sync_start = False
+            sync.is_sync = False
+            sync.sync_index = sync_index
+            return 2 * base + k
+        base += len(block)
+    return None
 
-    if complete and nn > 0 and state != _WAIT_SYNC:
-        yield IncompleteEot(pkt_index, bytes(raw), cur_type, marker)
+
+# Stream bytes with their nibbles swapped, so that ``hex()`` lists nibbles in protocol order.
+_SWAP = bytes(((b & 15) << 4) | (b >> 4) for b in range(256))
+_HEX = {c: int(c, 16) for c in "0123456789abcdef"}
+_TSLEN = {f"{n:x}": length for n, length in enumerate(_TS_NIBBLES)}
+_F21 = "f" * 21
+_WINDOW = 1 << 20
+
+# What the synchronised reader builds for each packet type.
+_EMIT = {
+    _P.D4: 0,
+    _P.D8: 0,
+    _P.D16: 0,
+    _P.D32: 0,
+    _P.D64: 0,
+    _P.M8: 1,
+    _P.C8: 2,
+    _P.C16: 3,
+    _P.MERR: 4,
+    _P.GERR: 5,
+    _P.FLAG: 6,
+    _P.TRIG: 7,
+    _P.FREQ: 8,
+    _P.NULL: 9,
+}
+
+# A whole opcode (1, 2 or 3 nibbles as hex digits) → (action, opcode nibbles,
+# payload nibbles, timestamp, marker, packet type, what to build, data bits).
+_Spec = tuple[int, int, int, bool, bool, StmPktType, int, int]
+
+
+def _specs() -> dict[str, _Spec]:
+    out: dict[str, _Spec] = {}
+    for prefix, rows in (("", _T1), ("f", _T2), ("f0", _T3)):
+        for n, (_code, _name, kind, action, nibs, marker, stamped) in enumerate(rows):
+            if action in (ACT_PREFIX_F, ACT_PREFIX_F0):
+                continue
+            key = f"{prefix}{n:x}"
+            out[key] = (
+                action,
+                len(key),
+                nibs,
+                stamped,
+                marker,
+                kind,
+                _EMIT.get(kind, -1),
+                _DATA_BITS.get(kind, 0),
+            )
+    return out
+
+
+_SPECS = _specs()
+# Every 3-nibble string → the spec of the opcode it starts with (most packets are
+# longer than 3 nibbles, so one slice and one lookup find the opcode).
+_SPECS3 = {
+    a + b + c: specs
+    for a in "0123456789abcdef"
+    for b in "0123456789abcdef"
+    for c in "0123456789abcdef"
+    if (specs := _SPECS.get(a) or _SPECS.get(a + b) or _SPECS.get(a + b + c)) is not None
+}
+_HIGH = tuple(bytes([b & 0xF0]) for b in range(256))
+
+
+def _detect(num_f: int, sync_start: bool, is_sync: bool, span: str) -> tuple[int, bool, bool]:
+    """Run the reference's ASYNC detector over a nibble string; return its new state.
+
+    Bulk string operations when it cannot fire (no run of 21 F nibbles),
+    nibble by nibble otherwise.
+    """
+    if not span:
+        return num_f, sync_start, is_sync
+    if not is_sync:
+        lead = len(span) - len(span.lstrip("f"))
+        if lead == len(span):
+            return (num_f + lead) & 0xFF, sync_start or lead > 0, False
+        if num_f + lead < 21 and _F21 not in span:
+            trail = len(span) - len(span.rstrip("f"))
+            return trail, trail > 0, False
+    for ch in span:
+        if ch == "f":
+            num_f = (num_f + 1) & 0xFF
+            sync_start = True
+        elif sync_start:
+            if ch == "0" and num_f >= 21:
+                is_sync = True
+            else:
+                num_f = 0
+                sync_start = False
+                is_sync = False
+    return num_f, sync_start, is_sync
+
+
+def _read_synced(
+    stream: Stream, start: int, sync: _SyncState, complete: bool
+) -> Iterator[StmPacket]:
+    """After the first ASYNC: packets one at a time from stream nibble ``start``.
+
+    Once synchronised, block boundaries only matter for packet indices (the
+    block index plus the bytes of the block consumed), so the stream is read as
+    one nibble string, in windows. The ASYNC detector, which only matters when
+    an ASYNC opcode comes, is brought up to date lazily.
+    """
+    data = stream.data
+    total = 2 * len(data)
+    run_pos = [*stream.run_pos.tolist(), len(data) + 1]
+    run_idx = stream.run_idx.tolist()
+    r = 0  # run of the byte holding the current packet's first nibble
+    nxt = run_pos[1]
+
+    detector = (sync.num_f, sync.sync_start, sync.is_sync)
+    det = start  # stream nibble up to which ``detector`` is up to date
+    channel = 0
+    ts = 0
+    ts_type = 0  # StmTsType value: unknown until VERSION
+    cur_type = _P.ASYNC
+    specs = _SPECS3
+    tslens = _TSLEN
+    high = _HIGH
+
+    wbase = 0  # window: nibbles [2 * wbase, 2 * wbase + len(hx)) of the stream
+    hx = ""
+    end = 0
+    wsize = _WINDOW
+    K = start
+    while total > K:
+        q = K >> 1
+        while nxt <= q:
+            r += 1
+            nxt = run_pos[r + 1]
+        first = (K + 1) >> 1  # first byte the packet reads from the stream
+        pkt_index = run_idx[r] + first - run_pos[r]
+        k = K - 2 * wbase
+        if k + 40 > end and 2 * wbase + end < total:
+            detector = _detect(*detector, hx[det - 2 * wbase : k])
+            det = K
+            wbase = q
+            hx = data[wbase : wbase + wsize].translate(_SWAP).hex()
+            end = len(hx)
+            k = K - 2 * wbase
+        out: StmPacket | None = None
+        fatal = False
+        stop = -1  # window nibble after the packet's last one
+
+        spec = specs.get(hx[k : k + 3])
+        if spec is None and k + 3 > end:
+            spec = _SPECS.get(hx[k : k + 1]) or _SPECS.get(hx[k : k + 2])
+        if spec is not None:
+            action, h, d, stamped, marker, kind, emit, bits = spec
+            if action == ACT_PACKET:
+                cur_type = kind
+                stop = d_end = k + h + d
+                tslen = 0
+                if stamped:
+                    if d_end >= end:
+                        stop = end + 1
+                    else:
+                        tslen = tslens[hx[d_end]]
+                        stop = d_end + 1 + tslen if tslen >= 0 else d_end + 1
+                if stop <= end:
+                    val = int(hx[k + h : d_end], 16) if d else 0
+                    stamp: int | None = None
+                    tbits = 0
+                    if tslen < 0:
+                        out = BadSequence(pkt_index, b"", kind, marker)
+                        fatal = True
+                    elif stamped:
+                        tbits = tslen * 4
+                        mask = (1 << tbits) - 1
+                        update = int(hx[d_end + 1 : stop], 16) if tslen else 0
+                        if ts_type == 3:
+                            ts = (ts & ~mask) | (update & mask)
+                        elif ts_type == 4:
+                            ts = gray_to_bin((bin_to_gray(ts) & ~mask) | (update & mask))
+                        else:
+                            out = BadSequence(pkt_index, b"", kind, marker)
+                            fatal = True
+                        stamp = ts
+                    if out is None:
+                        if emit == 0:
+                            out = Data(pkt_index, b"", bits, val, marker, stamp, tbits)
+                        elif emit == 1:
+                            channel = 0
+                            out = M8(pkt_index, b"", val)
+                        elif emit == 2:
+                            channel = (channel & 0xFF00) | val
+                            out = C8(pkt_index, b"", channel)
+                        elif emit == 3:
+                            channel = val
+                            out = C16(pkt_index, b"", val)
+                        elif emit == 4:
+                            channel = 0
+                            out = MErr(pkt_index, b"", val)
+                        elif emit == 5:
+                            channel = 0
+                            out = GErr(pkt_index, b"", val)
+                        elif emit == 6:
+                            out = Flag(pkt_index, b"", stamp, tbits)
+                        elif emit == 7:
+                            out = Trig(pkt_index, b"", val, stamp, tbits)
+                        elif emit == 8:
+                            out = Freq(pkt_index, b"", val)
+                        else:
+                            out = Null(pkt_index, b"", stamp, tbits)
+            elif action == ACT_VERSION:
+                cur_type = _P.VERSION
+                if k + 3 < end:
+                    stop = k + 4
+                    v = _HEX[hx[k + 3]]
+                    if v == 3 or v == 4:
+                        ts_type = v
+                        channel = 0
+                        out = Version(pkt_index, b"", v)
+                    else:
+                        out = BadSequence(pkt_index, b"", cur_type)
+                        fatal = True
+            elif action == ACT_RESERVED:
+                cur_type = _P.RESERVED
+                stop = k + h
+                opcode = 0xF | _HEX[hx[k + h - 1]] << (4 * (h - 1)) if h > 1 else _HEX[hx[k]]
+                out = Reserved(pkt_index, b"", opcode)
+                fatal = True
+            else:
+                # ASYNC: F nibbles until the detector fires; any other nibble first is an error.
+                detector = _detect(*detector, hx[det - 2 * wbase : k])
+                det = K
+                num_f, sync_start, is_sync = detector
+                i = k
+                while i < end:
+                    ch = hx[i]
+                    i += 1
+                    if ch == "f":
+                        num_f = (num_f + 1) & 0xFF
+                        sync_start = True
+                    elif sync_start:
+                        if ch == "0" and num_f >= 21:
+                            is_sync = True
+                        else:
+                            num_f = 0
+                            sync_start = False
+                            is_sync = False
+                    if i - k > 2:
+                        if is_sync:
+                            cur_type = _P.ASYNC
+                            out = Async(pkt_index, b"")
+                            stop = i
+                            detector = (0, False, False)
+                            det = 2 * wbase + stop
+                            break
+                        if not sync_start:
+                            out = BadSequence(pkt_index, b"", cur_type)
+                            fatal = True
+                            stop = i
+                            break
+
+        if out is None:
+            # The packet does not end in this window: read on, or the stream ended.
+            if 2 * wbase + end < total:
+                if k <= 1:
+                    wsize *= 2  # a packet longer than the window (a very long F run)
+                detector = _detect(*detector, hx[det - 2 * wbase : k])
+                det = K
+                wbase = q
+                hx = data[wbase : wbase + wsize].translate(_SWAP).hex()
+                end = len(hx)
+                continue
+            if complete:
+                raw = data[first:]
+                if K & 1:
+                    raw = high[data[q]] + raw
+                marker = spec is not None and spec[0] == ACT_PACKET and spec[4]
+                yield IncompleteEot(pkt_index, raw, cur_type, marker)
+            return
+
+        K2 = 2 * wbase + stop
+        raw = data[first : (K2 + 1) >> 1]
+        if K & 1:
+            raw = high[data[q]] + raw
+        out.raw = raw
+        yield out
+        if fatal:
+            return
+        K = K2

@@ -57,7 +57,7 @@ _NAMES: dict[StmPktType, tuple[str, str]] = {
 _SUFFIXED = {_P.TRIG, _P.FLAG, _P.D4, _P.D8, _P.D16, _P.D32, _P.D64}
 
 
-def _name(kind: StmPktType, marker: bool, stamped: bool) -> tuple[str, str]:
+def _make_name(kind: StmPktType, marker: bool, stamped: bool) -> tuple[str, str]:
     name, desc = _NAMES.get(kind, ("UNKNOWN", "ERROR: unknown packet type"))
     if kind in _SUFFIXED:
         if marker:
@@ -67,6 +67,19 @@ def _name(kind: StmPktType, marker: bool, stamped: bool) -> tuple[str, str]:
             name += "TS"
             desc += " + timestamp"
     return name, desc
+
+
+_NAME_CACHE = {
+    (kind, marker, stamped): _make_name(kind, marker, stamped)
+    for kind in StmPktType
+    for marker in (False, True)
+    for stamped in (False, True)
+}
+
+
+def _name(kind: StmPktType, marker: bool, stamped: bool) -> tuple[str, str]:
+    """Name and description of a packet type, with the M and TS suffixes where they apply."""
+    return _NAME_CACHE[kind, marker, stamped]
 
 
 def _ts_text(ts: int, bits: int) -> str:
