@@ -82,7 +82,7 @@ class CodeWalker:
         self.memory = memory if memory is not None else _NoMemory()
         self.opts = isa_options(config)
         self._generation = self.memory.generation
-        self._caches: dict[int, dict[int, Block]] = {}
+        self._caches: dict[int, list[dict[Any, Block]]] = {}
 
     def set_context(self, context_id: int | None, vmid: int | None) -> None:
         """The traced context changed: let the memory select its address space."""
@@ -95,19 +95,23 @@ class CodeWalker:
             self._generation = gen
             self._caches.clear()
 
-    def cache_for(self, space: int) -> dict[int, Block]:
-        """The block cache of a memory space (keys: ``address << 5 | it << 2 | isa``)."""
+    def cache_for(self, space: int) -> list[dict[Any, Block]]:
+        """The block caches of a memory space, one per ISA (A32, T32, A64).
+
+        Keys are the start address, or ``(address, it)`` when a T32 walk starts
+        inside an IT block.
+        """
         if self.memory.generation != self._generation:
             self._check_generation()
         c = self._caches.get(space)
         if c is None:
-            c = self._caches[space] = {}
+            c = self._caches[space] = [{}, {}, {}]
         return c
 
     def block(self, addr: int, isa: int, space: int, it: int = 0) -> Block:
         """Walk from ``addr`` to the next waypoint (cached)."""
-        cache = self.cache_for(space)
-        key = (addr << 5) | (it << 2) | isa
+        cache = self.cache_for(space)[isa]
+        key: Any = (addr, it) if it else addr
         b = cache.get(key)
         if b is None:
             b = cache[key] = self._walk_block(addr, isa, space, it)

@@ -870,11 +870,12 @@ class Etmv4Decoder:
         """
         commit = self.res_commit
         rs = self.rs
-        out = self.out
-        append = out.append
+        append = self.out.append
         blocks = self.blocks
         addr = self.addr
         isa = self.isa
+        it = self.it
+        pop_pending = rs.pop_pending
         need = self.need_ctxt or self.need_addr
         try:
             while n and commit:
@@ -882,29 +883,34 @@ class Etmv4Decoder:
                 commit -= 1
                 taken = bits & 1
                 bits >>= 1
-                if rs.pop_pending:
+                if pop_pending:
                     self.addr = addr
                     self.isa = isa
                     self._rs_pop()
+                    pop_pending = False
                     addr = self.addr
                     isa = self.isa
                     need = self.need_ctxt or self.need_addr
                 if need:
                     continue
-                it = self.it if isa == _T32 else 0
-                blk = blocks.get((addr << 5) | (it << 2) | isa)
-                if blk is None:
-                    blk = self.walker.block(addr, isa, self.space, it)
+                if it and isa == _T32:
+                    blk = blocks[isa].get((addr, it))
+                    if blk is None:
+                        blk = self.walker.block(addr, isa, self.space, it)
+                else:
+                    blk = blocks[isa].get(addr)
+                    if blk is None:
+                        blk = self.walker.block(addr, isa, self.space, 0)
+                it = blk[10]
                 if blk[0]:
                     # waypoint found
-                    self.it = blk[10]
                     if taken:
                         itype = blk[3]
                         if itype == _BR:
                             if blk[7]:
                                 rs.push(blk[2], isa)
                             addr = blk[8]
-                            self.it = 0
+                            it = 0
                         else:
                             addr = blk[2]
                             if itype == _BR_IND:
@@ -912,9 +918,8 @@ class Etmv4Decoder:
                                 self.need_addr = True
                                 if blk[7]:
                                     rs.push(addr, isa)
-                                self.it = 0
-                                if rs.active:
-                                    rs.pop_pending = True
+                                it = 0
+                                pop_pending = rs.active
                                 if blk[4] == _V8_ERET and self.is_ete:
                                     # No exception-return packet in ETE: show the ERET.
                                     isa = blk[9]
@@ -930,7 +935,6 @@ class Etmv4Decoder:
                     # No waypoint: the opcode at blk[2] is in no memory image.
                     need = True
                     self.need_addr = True
-                    self.it = blk[10]
                     if blk[1]:
                         append(InstrRange(ix, *blk[11]))
                         isa = blk[9]
@@ -939,6 +943,8 @@ class Etmv4Decoder:
         finally:
             self.addr = addr
             self.isa = isa
+            self.it = it
+            rs.pop_pending = pop_pending
             self.res_commit = commit
         return n, bits
 
