@@ -413,13 +413,13 @@ class Etmv4Decoder:
 
     # -- packet input --------------------------------------------------------------
 
-    def decode(self, pkt: Packet) -> list[Element]:
+    def decode(self, pkt: Any) -> list[Element]:
         """Process one packet; return the elements it completed."""
         out: list[Element] = []
         self.out = out
         idx = pkt.offset
         self.last_idx = idx
-        kind = _KIND.get(pkt.kind, K_BAD)  # type: ignore[attr-defined]
+        kind = _KIND.get(pkt.kind, K_BAD)
         if self.memory.generation != self.generation:
             self.generation = self.memory.generation
             self._set_space()
