@@ -23,7 +23,7 @@ the reference stops decoding (its decoder reports a fatal error).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 from cstrace.capture.stream import Stream
 from cstrace.protocols.itm.packets import (
@@ -129,185 +129,172 @@ def iter_packets(
     ``complete`` is False when the capture was cut short: then a packet in
     progress at the end is dropped instead of flushed as INCOMPLETE_EOT.
     """
-    synced = False
+    start = yield from _search_sync(stream)
+    if start is not None:
+        yield from _read_synced(stream, start, complete)
+
+
+def _search_sync(stream: Stream) -> Generator[ItmPacket, None, int | None]:
+    """Before the first synchronization packet: NOTSYNC packets, then the ASYNC packet.
+
+    This is the reference's search, block by block. Returns the stream position
+    after the ASYNC packet, or None when the stream ends unsynchronised.
+    """
     raw = bytearray()
     pkt_index = 0
-    # Search for the first synchronization packet.
     sync_start = False
     sent_notsync = False
-    dump = 0
-    # Packet in progress (synchronised): its type and header, or None.
-    kind: ItmPktType | None = None
-    hdr = 0
-    need = 0
-
+    base = 0  # stream position of the block
     for blk, block in stream.chunks():
         pos = 0
         end = len(block)
+        dump = 0
+        if not sync_start:
+            pkt_index = blk
         while pos < end:
-            if not synced:
-                # The reference's waitForSync, once per block (or after ASYNC).
-                dump = 0
-                if not sync_start:
-                    pkt_index = blk + pos
-                while pos < end:
-                    if sync_start:
-                        err = False
-                        found = False
-                        while len(raw) < 5 and pos < end:
-                            b = block[pos]
-                            pos += 1
-                            raw.append(b)
-                            if b:
-                                err = True
-                                break
-                        while not err and len(raw) >= 5 and pos < end:
-                            b = block[pos]
-                            pos += 1
-                            raw.append(b)
-                            if b == 0x80:
-                                found = True
-                                break
-                            if b:
-                                err = True
-                        if found:
-                            synced = True
-                            break
-                        if err:
-                            dump = len(raw)
-                            sync_start = False
-                    if not sync_start:
-                        if pos >= end:
-                            break
-                        b = block[pos]
-                        pos += 1
-                        raw.append(b)
-                        if b == 0:
-                            sync_start = True
-                            if dump or not sent_notsync:
-                                yield NotSync(pkt_index, bytes(raw[:dump]), not sent_notsync)
-                            sent_notsync = True
-                            del raw[:dump]
-                            dump = 0
-                            pkt_index = blk + pos - 1
-                        else:
-                            dump += 1
-                            if dump >= 8:
-                                yield NotSync(pkt_index, bytes(raw[:dump]), not sent_notsync)
-                                sent_notsync = True
-                                del raw[:dump]
-                                dump = 0
-                if synced:
-                    yield Async(pkt_index, bytes(raw))
-                    raw.clear()
-                elif not sync_start:
+            if sync_start:
+                err = False
+                while len(raw) < 5 and pos < end:
+                    b = block[pos]
+                    pos += 1
+                    raw.append(b)
+                    if b:
+                        err = True
+                        break
+                while not err and len(raw) >= 5 and pos < end:
+                    b = block[pos]
+                    pos += 1
+                    raw.append(b)
+                    if b == 0x80:
+                        yield Async(pkt_index, bytes(raw))
+                        return base + pos
+                    if b:
+                        err = True
+                if err:
+                    dump = len(raw)
+                    sync_start = False
+            if not sync_start:
+                if pos >= end:
+                    break
+                b = block[pos]
+                pos += 1
+                raw.append(b)
+                if b == 0:
+                    sync_start = True
                     if dump or not sent_notsync:
                         yield NotSync(pkt_index, bytes(raw[:dump]), not sent_notsync)
                     sent_notsync = True
                     del raw[:dump]
                     dump = 0
-                continue
-
-            out: ItmPacket | None = None
-            fatal = False
-            if kind is None:
-                # Header byte.
-                pkt_index = blk + pos
-                hdr = block[pos]
-                pos += 1
-                raw.append(hdr)
-                kind = HEADERS[hdr]
-                if kind == _P.SWIT or kind == _P.DWT:
-                    need = 1 + _PAYLOAD_SIZE[hdr & 3]
-                elif kind == _P.OVERFLOW:
-                    out = Overflow(pkt_index, bytes(raw))
-                elif kind == _P.TS_LOCAL and not hdr & 0x80:
-                    out = LocalTs(pkt_index, bytes(raw), 0, (hdr >> 4) & 7, 1, True)
-                elif kind == _P.EXTENSION and not hdr & 0x80:
-                    out = Extension(pkt_index, bytes(raw), bool(hdr & 4), 2, (hdr >> 4) & 7)
-                elif kind == _P.RESERVED:
-                    out = Reserved(pkt_index, bytes(raw))
-                    fatal = True
-                if out is None and pos >= end:
-                    continue
-            if out is None:
-                if kind == _P.SWIT or kind == _P.DWT:
-                    take = min(need - len(raw), end - pos)
-                    raw += block[pos : pos + take]
-                    pos += take
-                    if len(raw) < need:
-                        continue
-                    value = int.from_bytes(raw[1:], "little")
-                    cls = Swit if kind == _P.SWIT else Dwt
-                    out = cls(pkt_index, bytes(raw), (hdr >> 3) & 0x1F, value, need - 1)
-                elif kind == _P.ASYNC:
-                    err = False
-                    found = False
-                    while len(raw) < 5 and pos < end:
-                        b = block[pos]
-                        pos += 1
-                        raw.append(b)
-                        if b:
-                            err = True
-                            break
-                    while not err and len(raw) >= 5 and pos < end:
-                        b = block[pos]
-                        pos += 1
-                        raw.append(b)
-                        if b == 0x80:
-                            found = True
-                            break
-                        if b:
-                            err = True
-                    if found:
-                        out = Async(pkt_index, bytes(raw))
-                    elif err:
-                        out = BadSequence(pkt_index, bytes(raw), kind)
-                        fatal = True
-                    else:
-                        continue
+                    pkt_index = blk + pos - 1
                 else:
-                    assert kind is not None
-                    limit = _CONT_LIMIT[kind]
-                    last = False
-                    while len(raw) < limit and pos < end:
-                        b = block[pos]
-                        pos += 1
-                        raw.append(b)
-                        if not b & 0x80:
-                            last = True
-                            break
-                    if not last:
-                        if len(raw) == limit:
-                            out = BadSequence(pkt_index, bytes(raw), kind)
-                            fatal = True
-                        else:
-                            continue
-                    else:
-                        size = len(raw) - 1
-                        if kind == _P.TS_LOCAL:
-                            tc = (hdr >> 4) & 3
-                            out = LocalTs(pkt_index, bytes(raw), tc, _cont_value(raw), size)
-                        elif kind == _P.TS_GLOBAL_1:
-                            flags = 0
-                            if size == 4:
-                                # The reference moves the ClkCh and Wrap bits out of the
-                                # last byte, and prints the byte without them.
-                                flags = (raw[4] >> 5) & 3
-                                raw[4] &= 0x1F
-                            out = GlobalTs1(pkt_index, bytes(raw), flags, _cont_value(raw), size)
-                        elif kind == _P.TS_GLOBAL_2:
-                            value = _cont_value(raw) & 0xFF_FFFF_FFFF  # 40 bits kept
-                            out = GlobalTs2(pkt_index, bytes(raw), value, size)
-                        else:
-                            value = ((_cont_value(raw) << 3) | ((hdr >> 4) & 7)) & 0xFFFF_FFFF
-                            nbits = _EXT_BITS[size]
-                            out = Extension(pkt_index, bytes(raw), bool(hdr & 4), nbits, value)
-            yield out
-            if fatal:
-                return
-            raw.clear()
-            kind = None
+                    dump += 1
+                    if dump >= 8:
+                        yield NotSync(pkt_index, bytes(raw[:dump]), not sent_notsync)
+                        sent_notsync = True
+                        del raw[:dump]
+                        dump = 0
+        if not sync_start:
+            if dump or not sent_notsync:
+                yield NotSync(pkt_index, bytes(raw[:dump]), not sent_notsync)
+            sent_notsync = True
+            del raw[:dump]
+        base += end
+    return None
 
-    if complete and synced and kind is not None:
-        yield IncompleteEot(pkt_index, bytes(raw), kind)
+
+def _read_synced(stream: Stream, start: int, complete: bool) -> Iterator[ItmPacket]:
+    """After the first synchronization packet: packets one at a time from ``start``.
+
+    Once synchronised, a packet's index is that of its header byte, so block
+    boundaries no longer matter and the stream is read as one byte string.
+    """
+    data = stream.data
+    n = len(data)
+    run_pos = [*stream.run_pos.tolist(), n + 1]
+    run_idx = stream.run_idx.tolist()
+    r = 0
+    nxt = run_pos[1]
+    headers = HEADERS
+    p = start
+    while p < n:
+        while nxt <= p:
+            r += 1
+            nxt = run_pos[r + 1]
+        index = run_idx[r] + p - run_pos[r]
+        hdr = data[p]
+        kind = headers[hdr]
+        out: ItmPacket | None = None
+        stop = p + 1
+        if kind == _P.SWIT or kind == _P.DWT:
+            stop = p + 1 + _PAYLOAD_SIZE[hdr & 3]
+            if stop <= n:
+                value = int.from_bytes(data[p + 1 : stop], "little")
+                cls = Swit if kind == _P.SWIT else Dwt
+                out = cls(index, data[p:stop], (hdr >> 3) & 0x1F, value, stop - p - 1)
+        elif kind == _P.TS_LOCAL and not hdr & 0x80:
+            out = LocalTs(index, data[p:stop], 0, (hdr >> 4) & 7, 1, True)
+        elif kind == _P.OVERFLOW:
+            out = Overflow(index, data[p:stop])
+        elif kind == _P.EXTENSION and not hdr & 0x80:
+            out = Extension(index, data[p:stop], bool(hdr & 4), 2, (hdr >> 4) & 7)
+        elif kind == _P.RESERVED:
+            yield Reserved(index, data[p:stop])
+            return
+        elif kind == _P.ASYNC:
+            i = p + 1
+            bad = False
+            while i < n and i < p + 5:
+                i += 1
+                if data[i - 1]:
+                    bad = True
+                    break
+            while not bad and i < n:
+                b = data[i]
+                i += 1
+                if b == 0x80:
+                    out = Async(index, data[p:i])
+                    break
+                if b:
+                    bad = True
+            if bad:
+                yield BadSequence(index, data[p:i], kind)
+                return
+            stop = i
+        else:
+            # Continuation bytes: bit 7 set while more follow, up to a limit.
+            limit = p + _CONT_LIMIT[kind]
+            i = p + 1
+            while i < limit and i < n and data[i] & 0x80:
+                i += 1
+            if i < limit and i < n:
+                stop = i + 1
+                raw = data[p:stop]
+                size = stop - p - 1
+                if kind == _P.TS_LOCAL:
+                    out = LocalTs(index, raw, (hdr >> 4) & 3, _cont_value(raw), size)
+                elif kind == _P.TS_GLOBAL_1:
+                    flags = 0
+                    if size == 4:
+                        # The reference moves the ClkCh and Wrap bits out of the last
+                        # byte, and prints the byte without them.
+                        flags = (raw[4] >> 5) & 3
+                        raw = raw[:4] + bytes([raw[4] & 0x1F])
+                    out = GlobalTs1(index, raw, flags, _cont_value(raw), size)
+                elif kind == _P.TS_GLOBAL_2:
+                    value = _cont_value(raw) & 0xFF_FFFF_FFFF  # 40 bits kept
+                    out = GlobalTs2(index, raw, value, size)
+                else:
+                    value = ((_cont_value(raw) << 3) | ((hdr >> 4) & 7)) & 0xFFFF_FFFF
+                    out = Extension(index, raw, bool(hdr & 4), _EXT_BITS[size], value)
+            elif i >= limit:
+                yield BadSequence(index, data[p:limit], kind)
+                return
+            else:
+                stop = n + 1
+        if out is None:
+            if complete:
+                yield IncompleteEot(index, data[p:], kind)
+            return
+        yield out
+        p = stop
