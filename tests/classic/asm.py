@@ -343,7 +343,9 @@ class Asm:
         a0 = self.pc
 
         def off() -> int:
-            return self.labels[target] - (a0 + 4)  # BLX clears bits [1:0] of the result
+            if x:  # BLX: the result is word-aligned; keep the low offset bit clear
+                return self.labels[target] - ((a0 + 4) & ~3)
+            return self.labels[target] - (a0 + 4)
 
         self.emit16(lambda _a: 0xF000 | ((off() >> 12) & 0x7FF))
         self.emit16(lambda _a: (0xE800 if x else 0xF800) | ((off() >> 1) & 0x7FF))

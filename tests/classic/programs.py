@@ -171,3 +171,208 @@ def sort_program() -> tuple[bytes, int, int]:
     off = a.addr("sort_addr")
     code[off : off + 4] = (a.addr("sort") | 1).to_bytes(4, "little")
     return bytes(code), BASE, 0
+
+
+def dispatch_program() -> tuple[bytes, int, int]:
+    """An LCG picks functions from a table of ARM and Thumb entries, called with BLX/LDR pc."""
+    a = Asm(BASE)
+    _vectors(a)
+    a.label("main")
+    a.li(4, 0x2545)
+    a.li(9, DATA + 0x100)  # scratch buffer
+    a.label("loop")
+    a.li(7, 0x41C64E6D & 0xFFFF)
+    a.mul(8, 4, 7)
+    a.add(4, 8, imm=0x39)
+    a.dp("mov", 5, 0, 4, shift=13, stype=1)  # LSR #13
+    a.dp("and", 5, 5, imm=7)
+    a.ldr_lit(6, "table_addr")
+    a.dp("add", 6, 6, 5, shift=2)  # r6 += r5 << 2
+    a.ldr(12, 6)
+    a.dp("tst", 0, 4, imm=0x100)
+    a.blx(12, cond="eq")  # BLX r12 ...
+    a.mov(LR, PC, cond="ne")  # ... or MOV lr, pc; BX r12
+    a.bx(12, cond="ne")
+    a.b("loop")
+    a.label("table_addr")
+    a.word("table")
+    a.label("table")
+    for i in range(8):
+        a.word(f"f{i}")  # patched: Thumb entries get bit 0 set
+    # f0 (ARM): sum four words with LDM, return with BX lr.
+    a.label("f0")
+    a.push([4, 5, 6, 7])
+    a.ldm(True, 9, [4, 5, 6, 7], wb=False)
+    a.add(4, 4, 5)
+    a.add(6, 6, 7)
+    a.add(4, 4, 6)
+    a.ldm(False, 9, [4, 5, 6, 7], wb=False)
+    a.pop([4, 5, 6, 7])
+    a.bx(LR)
+    # f2 (ARM): conditional execution.
+    a.label("f2")
+    a.mov(0, imm=10)
+    a.label("f2_loop")
+    a.dp("tst", 0, 0, imm=1)
+    a.add(1, 1, imm=3, cond="eq")
+    a.sub(1, 1, imm=1, cond="ne")
+    a.ldr(2, 9, 16, cond="gt")
+    a.str_(1, 9, 20, cond="mi")
+    a.sub(0, 0, imm=1, s=True)
+    a.b("f2_loop", cond="ne")
+    a.bx(LR)
+    # f4 (ARM): a system call.
+    a.label("f4")
+    a.push([0, LR])
+    a.mov(0, imm=0)
+    a.swi(0)
+    a.pop([0, PC])  # LDM with pc: an indirect branch
+    # f6 (ARM): context switch through SWI 1.
+    a.label("f6")
+    a.push([0, 1, LR])
+    a.dp("and", 1, 4, imm=0xFF)
+    a.mov(0, imm=1)
+    a.swi(1)
+    a.pop([0, 1, LR])
+    a.mov(PC, LR)
+    # f7 (ARM): an undefined instruction.
+    a.label("f7")
+    a.udf()
+    a.bx(LR)
+    # f8 (ARM): called from Thumb with BLX (immediate).
+    a.label("f8")
+    a.add(3, 3, imm=1)
+    a.bx(LR)
+    a.thumb = True
+    a.align(4)
+    # f1 (Thumb): byte copy loop.
+    a.label("f1")
+    a.t_push([4, 5])
+    a.t_movi(2, 12)
+    a.t_movhi(3, 9)
+    a.label("f1_loop")
+    a.t_ldst("ldrb", 4, 3, 0)
+    a.t_ldst("strb", 4, 3, 16)
+    a.t_addi(3, 1)
+    a.t_subi(2, 1)
+    a.t_bcond("ne", "f1_loop")
+    a.t_pop([4, 5])
+    a.t_bx(LR)
+    # f3 (Thumb): BL to a Thumb helper, BLX to ARM f8, return through POP and BX.
+    a.label("f3")
+    a.t_push([4], lr=True)
+    a.t_bl("t_helper")
+    a.t_bl("f8", x=True)
+    a.t_pop([4])
+    a.t_pop([3])
+    a.t_bx(3)
+    a.label("t_helper")
+    a.t_movhi(2, 9)
+    a.t_ldst("ldrh", 1, 2, 4)
+    a.t_addi(1, 7)
+    a.t_ldst("strh", 1, 2, 6)
+    a.t_bx(LR)
+    # f5 (Thumb): SWI from Thumb state.
+    a.label("f5")
+    a.t_push([0], lr=True)
+    a.t_movi(0, 0)
+    a.t_swi(0)
+    a.t_pop([0])
+    a.t_pop([3])
+    a.t_bx(3)
+    a.align(4)
+    code = bytearray(a.code())
+    for i in range(8):
+        addr = a.addr(f"f{i}") | (1 if i in (1, 3, 5) else 0)
+        off = a.addr("table") + 4 * i
+        code[off : off + 4] = addr.to_bytes(4, "little")
+    return bytes(code), BASE, 0
+
+
+def copy_program() -> tuple[bytes, int, int]:
+    """Block copies with LDM/STM, a Thumb string scan and a computed jump (ADD pc, pc, r0)."""
+    a = Asm(BASE)
+    _vectors(a)
+    a.label("main")
+    a.li(10, DATA)
+    a.mov(11, imm=0)
+    a.label("loop")
+    a.add(11, 11, imm=1)
+    a.mov(0, 10)
+    a.add(1, 10, imm=0x400)
+    a.mov(2, imm=52)
+    a.bl("memcpy")
+    a.add(0, 10, imm=0x400)
+    a.ldr_lit(12, "strlen_addr")
+    a.mov(LR, PC)
+    a.bx(12)
+    a.dp("and", 0, 11, imm=3)
+    a.bl("jump")
+    a.dp("tst", 0, 11, imm=0x8)
+    a.swi(0, cond="eq")
+    a.b("loop")
+    # memcpy(r0=src, r1=dst, r2=bytes): 16-byte blocks with LDM/STM, then bytes.
+    a.label("memcpy")
+    a.push([4, 5, 6, 7])
+    a.label("mc_blocks")
+    a.cmp(2, imm=16)
+    a.b("mc_bytes", cond="lt")
+    a.ldm(True, 0, [4, 5, 6, 7])
+    a.ldm(False, 1, [4, 5, 6, 7])
+    a.sub(2, 2, imm=16)
+    a.b("mc_blocks")
+    a.label("mc_bytes")
+    a.sub(2, 2, imm=1, s=True)
+    a.ldr(3, 0, 1, byte=True, wb=False, pre=False, cond="ge")
+    a.ldr(3, 0, 0, byte=True, cond="ge")
+    a.add(0, 0, imm=1, cond="ge")
+    a.str_(3, 1, 0, byte=True, cond="ge")
+    a.add(1, 1, imm=1, cond="ge")
+    a.b("mc_bytes", cond="gt")
+    a.pop([4, 5, 6, 7])
+    a.mov(PC, LR)
+    # jump(r0 in 0..3): ADD pc, pc, r0, LSL #2 into a table of branches.
+    a.label("jump")
+    a.dp("add", PC, PC, 0, shift=2)
+    a.mov(0, 0)
+    a.b("j0")
+    a.b("j1")
+    a.b("j2")
+    a.b("j3")
+    a.label("j0")
+    a.add(11, 11, imm=2)
+    a.label("j1")
+    a.add(11, 11, imm=0)
+    a.label("j2")
+    a.ldrh(True, 3, 10, 8)
+    a.ldrh(False, 3, 10, 10)
+    a.label("j3")
+    a.bx(LR)
+    a.label("strlen_addr")
+    a.word(0)
+    a.thumb = True
+    a.align(4)
+    a.label("strlen")  # Thumb: r0 = address; counts bytes until 0 or 24
+    a.t_movi(1, 0)
+    a.label("sl_loop")
+    a.t_ldst("ldrb", 2, 0, 0)
+    a.t_cmpi(2, 0)
+    a.t_bcond("eq", "sl_done")
+    a.t_addi(0, 1)
+    a.t_addi(1, 1)
+    a.t_cmpi(1, 24)
+    a.t_bcond("lt", "sl_loop")
+    a.label("sl_done")
+    a.t_movhi(0, 1)
+    a.t_bx(LR)
+    a.align(4)
+    code = bytearray(a.code())
+    off = a.addr("strlen_addr")
+    code[off : off + 4] = (a.addr("strlen") | 1).to_bytes(4, "little")
+    # Seed the data area with text so strlen finds ends.
+    data = bytes((i * 7 + 1) % 40 for i in range(64))
+    image = bytes(code) + bytes(DATA - len(code)) + data
+    return image, BASE, 0
+
+
+PROGRAMS = {"sort": sort_program, "dispatch": dispatch_program, "copy": copy_program}

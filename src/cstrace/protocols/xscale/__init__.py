@@ -1,0 +1,24 @@
+"""XScale trace buffer decoding: configuration, reader, decoder and encoder.
+
+Input: an XScale trace source (type ``XScale``) and ``xscale_tb`` buffer dumps;
+output: trace messages (:mod:`.packets`) and the generic elements of
+:mod:`cstrace.elements`. Reference: the thesis ``seeds/004`` chapter 7 (the
+XScale trace buffer, its message format and OpenOCD's analysis).
+"""
+
+from __future__ import annotations
+
+from cstrace.protocols.base import ProtocolSpec
+from cstrace.protocols.xscale.config import XscaleConfig, configure
+from cstrace.protocols.xscale.decoder import iter_elements
+from cstrace.protocols.xscale.reader import iter_packets
+
+__all__ = ["PROTOCOL", "XscaleConfig", "configure", "iter_elements", "iter_packets"]
+
+PROTOCOL = ProtocolSpec(
+    name="xscale",
+    configure=configure,
+    iter_packets=iter_packets,
+    iter_elements=iter_elements,
+    uses_memory=True,
+)
