@@ -843,25 +843,37 @@ def iter_packets(
 
             elif h == H_ADDR_LONG:
                 isa, wide, source = _LONG[hdr]
-                end = pos + (9 if wide else 5)
-                if end > n:
-                    break
-                value = _long_address(data, pos + 1, isa, wide)
                 a2, i2, b2 = a1, i1, b1
                 a1, i1, b1 = a0, i0, b0
                 if wide:
-                    a0 = value
+                    end = pos + 9
+                    if end > n:
+                        break
+                    a0 = _long_address(data, pos + 1, isa, True)
                     b0 = 64
                 else:
-                    if not (ctx_valid and c_sf):
-                        a0 &= 0xFFFFFFFF
-                    a0 = (a0 & ~0xFFFFFFFF) | value
+                    end = pos + 5
+                    if end > n:
+                        break
+                    if isa:
+                        value = ((data[pos + 1] & 0x7F) << 1) | (data[pos + 2] << 8)
+                    else:
+                        value = ((data[pos + 1] & 0x7F) << 2) | ((data[pos + 2] & 0x7F) << 9)
+                    value |= (data[pos + 3] << 16) | (data[pos + 4] << 24)
+                    if ctx_valid and c_sf:
+                        a0 = (a0 & ~0xFFFFFFFF) | value
+                    else:
+                        a0 = value
                     b0 = 32
                 i0 = isa
-                if source:
-                    yield SourceAddress(off, data[pos:end], kind, a0, isa, b0)
-                else:
-                    yield Address(off, data[pos:end], kind, a0, isa, b0)
+                lpkt = cast(Address, new_obj(SourceAddress if source else Address))
+                lpkt.offset = off
+                lpkt.raw = data[pos:end]
+                lpkt.kind = kind
+                lpkt.address = a0
+                lpkt.isa = isa
+                lpkt.pkt_bits = b0
+                yield lpkt
 
             elif h == H_CCNT_F3:
                 commit = None if commit_opt1 else ((hdr >> 2) & 0x3) + 1
