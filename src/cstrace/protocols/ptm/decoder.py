@@ -335,87 +335,92 @@ def iter_elements(
 
         # the code walks this packet asks for: ``nwalk`` atoms, E/N in ``bits``
         to_addr = False
-        bits = 0
-        match pkt:
-            case Atom(bits=bits, count=nwalk):
-                if not pe_valid:
-                    continue
-                cc = pkt.cycle_count
-            case BranchAddress():
-                cc = pkt.cycle_count
-                nwalk = 0
-                if pkt.exception is not None:
-                    yield Exception_(
-                        offset,
-                        pkt.exception,
-                        pe_addr if pe_valid else None,
-                        cycle_count=cc,
-                    )
-                elif pe_valid:
-                    nwalk, bits = 1, 1  # a branch address implies an E atom
-            case WaypointUpdate():
-                if not pe_valid:
-                    continue
-                cc = None
-                nwalk, bits, to_addr = 1, 1, True
-            case ISync():
-                pe_addr = pkt.address
-                pe_isa = int(pkt.isa)
-                pe_valid = True
-                show_ctxt = pkt.isa_changed
-                if pkt.context_id is not None:
-                    ctxt.context_id = pkt.context_id
-                    ctxt.ctxt_id_valid = True
-                    show_ctxt = True
-                    walker.memory.set_context(
-                        ctxt.context_id, ctxt.vmid if ctxt.vmid_valid else None
-                    )
-                ctxt.security_level = SecLevel.NONSECURE if pkt.ns else SecLevel.SECURE
-                space = int(MemSpace.N if pkt.ns else MemSpace.S)
-                cache = walker.cache(space)
-                if need_isync or pkt.reason != ISyncReason.PERIODIC:
-                    yield TraceOn(offset, _TRACE_ON[pkt.reason], pkt.cycle_count)
-                else:
-                    show_ctxt = False
-                need_isync = False
-                stack.flush()
-                if show_ctxt:
-                    elem_isa = pe_isa
-                    yield PEContext(offset, ctxt.copy(), isas[pe_isa])
+        if type(pkt) is Atom:  # the most frequent packet first
+            if not pe_valid:
                 continue
-            case ContextID(context_id=cid):
-                if not (ctxt.ctxt_id_valid and ctxt.context_id == cid):
-                    ctxt.context_id = cid
-                    ctxt.ctxt_id_valid = True
-                    walker.memory.set_context(cid, ctxt.vmid if ctxt.vmid_valid else None)
+            bits = pkt.bits
+            nwalk = pkt.count
+            cc = pkt.cycle_count
+        else:
+            bits = 0
+            match pkt:
+                case BranchAddress():
+                    cc = pkt.cycle_count
+                    nwalk = 0
+                    if pkt.exception is not None:
+                        yield Exception_(
+                            offset,
+                            pkt.exception,
+                            pe_addr if pe_valid else None,
+                            cycle_count=cc,
+                        )
+                    elif pe_valid:
+                        nwalk, bits = 1, 1  # a branch address implies an E atom
+                case WaypointUpdate():
+                    if not pe_valid:
+                        continue
+                    cc = None
+                    nwalk, bits, to_addr = 1, 1, True
+                case ISync():
+                    pe_addr = pkt.address
+                    pe_isa = int(pkt.isa)
+                    pe_valid = True
+                    show_ctxt = pkt.isa_changed
+                    if pkt.context_id is not None:
+                        ctxt.context_id = pkt.context_id
+                        ctxt.ctxt_id_valid = True
+                        show_ctxt = True
+                        walker.memory.set_context(
+                            ctxt.context_id, ctxt.vmid if ctxt.vmid_valid else None
+                        )
+                    ctxt.security_level = SecLevel.NONSECURE if pkt.ns else SecLevel.SECURE
+                    space = int(MemSpace.N if pkt.ns else MemSpace.S)
                     cache = walker.cache(space)
-                    yield PEContext(offset, ctxt.copy(), isas[elem_isa])
-                continue
-            case VMID(vmid=vmid):
-                if not (ctxt.vmid_valid and ctxt.vmid == vmid):
-                    ctxt.vmid = vmid
-                    ctxt.vmid_valid = True
-                    walker.memory.set_context(ctxt.context_id if ctxt.ctxt_id_valid else None, vmid)
-                    cache = walker.cache(space)
-                    yield PEContext(offset, ctxt.copy(), isas[elem_isa])
-                continue
-            case Timestamp(timestamp=ts, cycle_count=tcc):
-                yield TimestampElem(offset, ts, tcc)
-                continue
-            case Trigger():
-                yield Event(offset, EventType.TRIGGER)
-                continue
-            case ExceptionReturn():
-                yield ExceptionRet(offset)
-                continue
-            case BadSequence() | Reserved():
-                state = _WAIT_SYNC
-                need_isync = True
-                # the reference gives no reason here: it prints "undefined"
-                yield NoSync(offset, UnsyncReason.UNKNOWN)
-                continue
-            case _:
-                continue  # A-sync, ignore and incomplete packets
+                    if need_isync or pkt.reason != ISyncReason.PERIODIC:
+                        yield TraceOn(offset, _TRACE_ON[pkt.reason], pkt.cycle_count)
+                    else:
+                        show_ctxt = False
+                    need_isync = False
+                    stack.flush()
+                    if show_ctxt:
+                        elem_isa = pe_isa
+                        yield PEContext(offset, ctxt.copy(), isas[pe_isa])
+                    continue
+                case ContextID(context_id=cid):
+                    if not (ctxt.ctxt_id_valid and ctxt.context_id == cid):
+                        ctxt.context_id = cid
+                        ctxt.ctxt_id_valid = True
+                        walker.memory.set_context(cid, ctxt.vmid if ctxt.vmid_valid else None)
+                        cache = walker.cache(space)
+                        yield PEContext(offset, ctxt.copy(), isas[elem_isa])
+                    continue
+                case VMID(vmid=vmid):
+                    if not (ctxt.vmid_valid and ctxt.vmid == vmid):
+                        ctxt.vmid = vmid
+                        ctxt.vmid_valid = True
+                        walker.memory.set_context(
+                            ctxt.context_id if ctxt.ctxt_id_valid else None, vmid
+                        )
+                        cache = walker.cache(space)
+                        yield PEContext(offset, ctxt.copy(), isas[elem_isa])
+                    continue
+                case Timestamp(timestamp=ts, cycle_count=tcc):
+                    yield TimestampElem(offset, ts, tcc)
+                    continue
+                case Trigger():
+                    yield Event(offset, EventType.TRIGGER)
+                    continue
+                case ExceptionReturn():
+                    yield ExceptionRet(offset)
+                    continue
+                case BadSequence() | Reserved():
+                    state = _WAIT_SYNC
+                    need_isync = True
+                    # the reference gives no reason here: it prints "undefined"
+                    yield NoSync(offset, UnsyncReason.UNKNOWN)
+                    continue
+                case _:
+                    continue  # A-sync, ignore and incomplete packets
 
         # follow the code for each atom (explicit or implied) of this packet
         for _ in range(nwalk):

@@ -458,7 +458,13 @@ def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> It
                 if not done:
                     pos = start
                     break
-            yield Atom(offset, data[start:pos], 0 if h & 2 else 1, 1, _cycle_count(data, start))
+            yield Atom(
+                offset,
+                data[start:pos],
+                0 if h & 2 else 1,
+                1,
+                _cycle_count(data, start) if h & 0x40 else (h >> 2) & 0xF,
+            )
             continue
 
         if kind == K_BRANCH:
