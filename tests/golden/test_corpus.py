@@ -19,6 +19,7 @@ from tests.golden.scoring import read_listing, score
 # Listings that must be exact today.
 EXACT: set[str] = set()
 EXACT |= {"Snowball", "trace_cov_a15"}  # PTM
+EXACT |= {"TC2"}  # PTM, ETMv3 and ITM together
 EXACT |= {"stm_only", "stm-issue-27", "itm_only_csformat"}  # STM, ITM
 EXACT |= {  # ETMv4
     "a55-test-tpiu",
