@@ -270,3 +270,17 @@ def test_small_reading_window_gives_the_same_packets(monkeypatch: pytest.MonkeyP
     for window in (4, 7, 16, 23):
         monkeypatch.setattr(reader, "_WINDOW", window)
         assert [repr(p) for p in iter_packets(stream, None, True)] == want
+
+
+def test_unformatted_data_is_read_in_1024_byte_blocks() -> None:
+    # trc_pkt_lister reads unformatted captures 1024 bytes at a time: each read is a
+    # block, and the 8-bit nibble counter wraps on a full block (no NOTSYNC for it).
+    # The ASYNC's first F is in the last byte of the second block: its index is
+    # computed from the wrapped counter (checked against trc_pkt_lister).
+    data = bytes([0x12]) * 2047 + nib("2" + ASYNC + "f003")
+    pkts = read_single(data)
+    assert [(type(p).__name__, p.offset) for p in pkts[:2]] == [("Async", 1024), ("Version", 2059)]
+
+
+def read_single(data: bytes) -> list[P.StmPacket]:
+    return list(iter_packets(Stream(None, data), None, True))

@@ -42,6 +42,7 @@ from cstrace.protocols.itm.packets import (
     Reserved,
     Swit,
 )
+from cstrace.protocols.stm.reader import input_blocks
 
 __all__ = ["HEADERS", "HEADER_ROWS", "HeaderRow", "iter_packets"]
 
@@ -145,7 +146,7 @@ def _search_sync(stream: Stream) -> Generator[ItmPacket, None, int | None]:
     sync_start = False
     sent_notsync = False
     base = 0  # stream position of the block
-    for blk, block in stream.chunks():
+    for blk, block in input_blocks(stream):
         pos = 0
         end = len(block)
         dump = 0

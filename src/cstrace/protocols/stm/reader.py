@@ -14,8 +14,9 @@ nibbles. ASYNC is at least 21 ``F`` nibbles followed by a ``0``.
 
 How the reference cuts the stream, reproduced here:
 
-* The stream is processed in the blocks the deformatter hands over (one per
-  frame and trace ID: :meth:`Stream.chunks`). A packet's index is the block
+* The stream is processed in the blocks the reference hands over: one per
+  frame and trace ID (:meth:`Stream.chunks`), or 1024-byte reads of an
+  unformatted capture (:func:`input_blocks`). A packet's index is the block
   index plus the number of bytes of the block consumed when its first nibble is
   read, so a packet that starts in the high nibble of a byte gets the index of
   the following byte.
@@ -63,9 +64,11 @@ __all__ = [
     "OPCODES_1N",
     "OPCODES_2N",
     "OPCODES_3N",
+    "READ_BLOCK",
     "OpRow",
     "bin_to_gray",
     "gray_to_bin",
+    "input_blocks",
     "iter_packets",
 ]
 
@@ -191,16 +194,18 @@ class _PastBlock:
     and that the other slots are empty.
     """
 
-    __slots__ = ("_slot", "_tail")
+    __slots__ = ("_framed", "_slot", "_tail")
 
     def __init__(self, stream: Stream) -> None:
         tail: Any = getattr(stream, "frame_tail", None)
         self._tail: Callable[[int, int], bytes] | None = tail if callable(tail) else None
-        self._slot = bytearray(15)
+        # Unformatted data comes in the reference lister's read buffer instead.
+        self._framed = stream.trace_id is not None
+        self._slot = bytearray(15 if self._framed else READ_BLOCK)
 
     def note(self, block: bytes) -> None:
         """Record a block as it enters the reader."""
-        if self._tail is None and len(block) <= 15:
+        if self._tail is None and len(block) <= len(self._slot):
             self._slot[: len(block)] = block
 
     def read(self, number: int, block: bytes, count: int) -> bytes:
@@ -210,10 +215,34 @@ class _PastBlock:
         if self._tail is not None:
             got = self._tail(number, count)
             return (bytes(got) + bytes(count))[:count]
-        if len(block) > 15:
-            return bytes(count)
-        out = bytes(self._slot[len(block) :]) + struct.pack("<II", len(block), 0)
+        out = bytes(self._slot[len(block) :])
+        if self._framed:
+            out += struct.pack("<II", len(block), 0)
         return (out + bytes(count))[:count]
+
+
+READ_BLOCK = 1024
+"""The reference lister reads a buffer file in blocks of this size; without
+formatter frames, these are the blocks its packet readers see."""
+
+
+def input_blocks(stream: Stream) -> Iterator[tuple[int, bytes]]:
+    """The blocks the reference hands to a packet reader: ``(capture index, bytes)``.
+
+    Formatted captures: the data of one trace ID in one frame (the stream's
+    runs). Unformatted (single-source) data: the lister's 1024-byte reads.
+    """
+    if stream.trace_id is not None:
+        yield from stream.chunks()
+        return
+    pos = 0
+    for idx, data in stream.chunks():
+        start = 0
+        while start < len(data):
+            cut = min(len(data), start + READ_BLOCK - (pos + start) % READ_BLOCK)
+            yield idx + start, data[start:cut]
+            start = cut
+        pos += len(data)
 
 
 def iter_packets(
@@ -255,7 +284,7 @@ def _search_async(stream: Stream, sync: _SyncState) -> Generator[StmPacket, None
     is_sync = sync.is_sync
     sync_index = sync.sync_index
     base = 0  # stream position of the block
-    for number, (blk, block) in enumerate(stream.chunks()):
+    for number, (blk, block) in enumerate(input_blocks(stream)):
         past.note(block)
         nibs = [x for b in block for x in (b & 15, b >> 4)]
         end = len(nibs)
