@@ -200,7 +200,8 @@ def test_indirect_branch_waits_for_an_address() -> None:
 
 
 def test_return_stack_supplies_the_return_address() -> None:
-    # N (b.eq), E (bl -> 0x102c, pushes 0x1010), E (ret at 0x1030: pops 0x1010), E (-> ret at 0x101c)
+    # N (b.eq), E (bl -> 0x102c, pushes 0x1010), E (ret at 0x1030: pops 0x1010),
+    # E (-> ret at 0x101c)
     data = start() + enc.atom("NEEE")
     elems, _ = decode(data, cfg=config(ret_stack=True))
     assert ranges(elems)[-1] == (0x1010, 0x1020, 4, True)
