@@ -43,8 +43,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--mib", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--tile",
+        metavar="FILE",
+        help="instead of synthetic frames, repeat this real formatted capture up to the size",
+    )
     args = ap.parse_args()
-    data = make_buffer(args.mib)
+    if args.tile:
+        with open(args.tile, "rb") as f:
+            real = f.read()
+        real = real[: len(real) // 16 * 16]
+        want = args.mib * 1024 * 1024
+        data = (real * (want // len(real) + 1))[:want]
+    else:
+        data = make_buffer(args.mib)
     times = []
     total = 0
     for _ in range(args.repeat):

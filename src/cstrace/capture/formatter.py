@@ -143,9 +143,7 @@ class _Unpacker:
         self.current_id = _NO_ID
         self.key_table: npt.NDArray[np.intp] | None = None
         self.t_owner = np.zeros((0, 15), dtype=np.intp)
-        self.t_run_owner = np.zeros((0, _MAX_RUNS), dtype=np.intp)
-        self.t_run_off = np.zeros((0, _MAX_RUNS), dtype=np.int8)
-        self.t_run_len = np.zeros((0, _MAX_RUNS), dtype=np.int8)
+        self.t_runs = np.zeros((0, 3, _MAX_RUNS), dtype=np.int8)
         # Per trace ID: data arrays, and run start positions/capture indices.
         self.values: dict[int, list[npt.NDArray[np.uint8]]] = {}
         self.run_pos: dict[int, list[npt.NDArray[np.int64]]] = {}
@@ -176,15 +174,15 @@ class _Unpacker:
             self.t_owner = np.concatenate(
                 (self.t_owner, np.array([lay.owner for lay in layouts], dtype=np.intp))
             )
-            self.t_run_owner = np.concatenate(
-                (self.t_run_owner, np.array(runs("run_owner", _OWNER_NONE), dtype=np.intp))
+            new_runs = np.stack(
+                (
+                    np.array(runs("run_owner", _OWNER_NONE), dtype=np.int8),
+                    np.array(runs("run_off", 0), dtype=np.int8),
+                    np.array(runs("run_len", 0), dtype=np.int8),
+                ),
+                axis=1,
             )
-            self.t_run_off = np.concatenate(
-                (self.t_run_off, np.array(runs("run_off", 0), dtype=np.int8))
-            )
-            self.t_run_len = np.concatenate(
-                (self.t_run_len, np.array(runs("run_len", 0), dtype=np.int8))
-            )
+            self.t_runs = np.concatenate((self.t_runs, new_runs))
             tids = table[keys]
         return tids
 
@@ -224,11 +222,12 @@ class _Unpacker:
 
         # Owner of each byte (-1: none) and runs (max 8 per frame, in frame order):
         # owner, index offset in the frame, length. Plain frames: one run of 15.
+        cur_in8 = cur_in.astype(np.int8)
         owners = np.empty((n, 16), dtype=np.int8)
-        owners[:, :15] = cur_in[:, None]
+        owners[:, :15] = cur_in8[:, None]
         owners[:, 15] = _NO_ID
         run_owner = np.full((n, _MAX_RUNS), _NO_ID, dtype=np.int8)
-        run_owner[:, 0] = cur_in
+        run_owner[:, 0] = cur_in8
         run_len = np.zeros((n, _MAX_RUNS), dtype=np.int8)
         run_len[:, 0] = 15
         run_off = np.zeros((n, _MAX_RUNS), dtype=np.int8)
@@ -266,16 +265,16 @@ class _Unpacker:
             id_table[:, :8] = g_val8
             id_table[:, _OWNER_IN] = cur_in[general]
             id_table[:, _OWNER_NONE] = _NO_ID
-            run_owner[general] = np.take_along_axis(id_table, self.t_run_owner[tids], axis=1)
-            run_len[general] = self.t_run_len[tids]
-            run_off[general] = self.t_run_off[tids]
+            runs = self.t_runs[tids]  # g x 3 x 8: owner code, index offset, length
+            codes = runs[:, 0, :].astype(np.intp)
+            run_owner[general] = np.take_along_axis(id_table, codes, axis=1)
+            run_off[general] = runs[:, 1, :]
+            run_len[general] = runs[:, 2, :]
 
-        seen = np.bincount(cur_in.astype(np.intp) + 1, minlength=129)[1:]
-        if general.size:
-            seen[:128] += np.bincount(g_val[g_is_id], minlength=128)
         # All runs of the block in frame order, then each ID's share of them.
         run_at = np.flatnonzero(run_owner.ravel() >= 0)
         run_who = run_owner.ravel()[run_at]
+        seen = np.bincount(run_who.view(np.uint8), minlength=256)[:128]
         run_rows = run_at >> 3
         run_lengths = run_len.ravel()[run_at].astype(np.int64)
         run_index = sof[run_rows] + run_off.ravel()[run_at]
@@ -286,7 +285,15 @@ class _Unpacker:
             if mine.size == 0:
                 continue
             lengths = run_lengths[mine]
-            vals = values_flat[owners_flat == tid]
+            rows = run_rows[mine]
+            if rows.size > 1:
+                rows = rows[np.concatenate(([True], rows[1:] != rows[:-1]))]
+            if 4 * rows.size < n:
+                # Few frames hold this ID: select within those frames only.
+                sel = np.take(owners, rows, axis=0).ravel() == tid
+                vals = np.compress(sel, np.take(values, rows, axis=0).ravel())
+            else:
+                vals = np.compress(owners_flat == tid, values_flat)
             base = self.length.get(tid, 0)
             positions = np.empty(lengths.size, dtype=np.int64)
             positions[0] = base
