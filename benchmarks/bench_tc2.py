@@ -94,7 +94,8 @@ def main() -> None:
         cli.append(run_cli(args.snapshot))
         t, lines = run_library(args.snapshot)
         lib.append(t)
-    print(f"TC2 listing ({lines} lines from cstrace), {args.repeat} alternating runs")
+    name = args.snapshot.name
+    print(f"{name} listing ({lines} lines from cstrace), {args.repeat} alternating runs")
     if have_ref:
         print(f"  reference    median {statistics.median(ref):.3f} s  (min {min(ref):.3f})")
     print(f"  cstrace cli  median {statistics.median(cli):.3f} s  (min {min(cli):.3f})")
