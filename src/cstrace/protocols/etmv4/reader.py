@@ -5,8 +5,9 @@ capture index of each) and an :class:`~.config.Etmv4Config`. Output: packets,
 in stream order, each with the capture index of its first byte.
 
 Headers are dispatched through a 256-entry table built from :data:`HEADER_ROWS`
-(spec order, each row citing the packet's section in the ETE chapter of the
-Arm ARM (D5.3.x) or the ETMv4 specification IHI0064 chapter 6). Rows that
+(spec order, each row citing the packet's description: the ETE chapter of the
+Arm ARM, D5.3, by packet name, or the ETMv4 specification IHI0064 chapter 6
+for packets ETE does not have). Rows that
 depend on the configuration (ETE-only packets, conditional trace, data trace,
 Q elements, versions) become RESERVED / RESERVED_CFG entries when the
 configuration does not allow them, as in the reference decoder.
@@ -17,8 +18,9 @@ indices agree with its listings:
 
 * before the first alignment synchronisation, bytes are reported as
   ``NotSync`` pieces: a piece ends before each 0x00 byte (which may start an
-  A-sync) or after 8 bytes; a run of more than eleven 0x00 bytes sheds its
-  first 0x00s as one-byte pieces;
+  A-sync) or after 8 bytes (the next piece then carries the index just past
+  that byte, even across a gap in capture indices); a run of more than eleven
+  0x00 bytes sheds its first 0x00s as one-byte pieces (listed as I_ASYNC);
 * a bad A-sync, a bad extension byte or an overrunning field gives a
   ``BadPacket(BAD_SEQUENCE)`` holding the bytes read so far; a reserved header
   a one-byte ``BadPacket(RESERVED)`` (``RESERVED_CFG`` when only this
@@ -75,7 +77,7 @@ from cstrace.protocols.etmv4.packets import (
     TransStart,
 )
 
-__all__ = ["HEADER_ROWS", "HeaderRow", "header_table", "iter_packets"]
+__all__ = ["ATOMS", "HEADER_ROWS", "HeaderRow", "header_table", "iter_packets", "row_bytes"]
 
 P = PacketType
 
