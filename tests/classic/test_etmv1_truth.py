@@ -14,11 +14,12 @@ from __future__ import annotations
 import pytest
 
 from cstrace.capture.etmport import CycleStream, PortMode, pack_cycles
-from cstrace.elements import NoSync, TraceOn, TraceOnReason
+from cstrace.elements import Custom, NoSync, TraceOn, TraceOnReason
 from cstrace.protocols.base import DecodeContext, DecodeOptions
 from cstrace.protocols.etmv1 import iter_elements, iter_packets
 from cstrace.protocols.etmv1.config import ClassicEtmConfig, etmcr
-from cstrace.protocols.etmv1.encoder import ExecKind, HwModel, encode_etmv1
+from cstrace.protocols.etmv1.decoder import DataTransfer
+from cstrace.protocols.etmv1.encoder import ExecKind, HwModel, encode_etmv1, step_of
 from tests.classic.conftest import program_run
 from tests.classic.programs import PROGRAMS
 from tests.classic.truth import decoded, expected, memory_of
@@ -89,3 +90,21 @@ def test_etmv1_decodes_execution(
     )
     assert overflows == (not all(traced)) * overflows
     assert not any(isinstance(el, NoSync) and el.offset > 0 for el in elements)
+    # The traced data accesses: addresses and values as the emulator saw them.
+    if dv or da:
+        want_data = []
+        for e, t in zip(r.execs, traced, strict=True):
+            if t and e.kind == ExecKind.INSTR and e.data and step_of(r.read, e.pc, e.thumb).xfer:
+                want_data.append(
+                    (
+                        e.pc,
+                        e.data[0][0] if da else None,
+                        b"".join(v for _a, v in e.data) if dv else None,
+                    )
+                )
+        got_data = [
+            (el.data.pc, el.data.address, el.data.data)
+            for el in elements
+            if isinstance(el, Custom) and isinstance(el.data, DataTransfer)
+        ]
+        assert got_data == want_data

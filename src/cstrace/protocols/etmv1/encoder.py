@@ -301,8 +301,8 @@ def encode_etmv1(
         # instruction: the oldest cycle of this record, or the APO cycles before.
         push_t = max(first_t - 0, 0)
         if dpk:
-            # The previous instruction's cycle is the last functional one before first_t.
-            k = first_t - 1
+            # The previous instruction: the last functional cycle so far.
+            k = len(ps) - 1
             while k >= 0 and ps[k] in (_WT, _APO, _TD):
                 k -= 1
             push_t = k + 1
