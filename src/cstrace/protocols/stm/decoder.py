@@ -64,9 +64,7 @@ def iter_elements(
             continue
         match pkt:
             case Data(bits=bits, value=value, marker=marker, timestamp=ts):
-                yield SWTrace(
-                    last, master, channel, id_valid, bits, value, marker=marker, timestamp=ts
-                )
+                yield SWTrace(last, master, channel, id_valid, bits, value, marker, False, ts)
             case M8(master=m):
                 master = m
                 channel = 0

@@ -89,15 +89,28 @@ def _ts_text(ts: int, bits: int) -> str:
     return text
 
 
+_DATA_KIND = {4: _P.D4, 8: _P.D8, 16: _P.D16, 32: _P.D32, 64: _P.D64}
+# Data packets: (bits, marker, timestamp) -> (text up to the value, value format).
+_DATA_TEXT = {
+    (bits, marker, stamped): (
+        "{}:{}; Data=0x".format(*_name(kind, marker, stamped)),
+        f"0{bits // 4}x",
+    )
+    for bits, kind in _DATA_KIND.items()
+    for marker in (False, True)
+    for stamped in (False, True)
+}
+
+
 def packet_text(pkt: Packet) -> str:
     """The reference lister's text for an STM packet."""
+    if type(pkt) is Data:  # most packets: a shortcut
+        ts = pkt.timestamp
+        head, fmt = _DATA_TEXT[pkt.bits, pkt.marker, ts is not None]
+        text = head + format(pkt.value, fmt)
+        return text if ts is None else text + _ts_text(ts, pkt.ts_bits)
     assert isinstance(pkt, StmPacket)
     match pkt:
-        case Data(bits=bits, value=value, marker=marker, timestamp=ts, ts_bits=tb):
-            name, desc = _name(pkt.kind, marker, ts is not None)
-            width = bits // 4
-            text = f"{name}:{desc}; Data=0x{value:0{width}x}"
-            return text + (_ts_text(ts, tb) if ts is not None else "")
         case Flag(timestamp=ts, ts_bits=tb) | Null(timestamp=ts, ts_bits=tb):
             name, desc = _name(pkt.KIND, False, ts is not None)
             return f"{name}:{desc}" + (_ts_text(ts, tb) if ts is not None else "")
