@@ -141,7 +141,7 @@ def _lines(
         for run in decoded.runs:
             if args.format == "ocsd":
                 yield from listing_lines(run, packets=not args.no_packets)
-                yield f"ID:{run.trace_id:x}\tEND OF TRACE DATA"
+                yield f"ID:{run.packet_id:x}\tEND OF TRACE DATA"
             elif args.format == "jsonl":
                 tid = run.trace_id
                 for elem in run.elements():
