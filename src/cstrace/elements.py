@@ -430,14 +430,21 @@ class IRangeNoPath(Element):
 class AddrNacc(Element):
     """Trace reached an address that no memory image covers."""
 
-    __slots__ = ("address", "mem_space")
+    __slots__ = ("address", "cycle_count", "mem_space")
     TYPE = ElemType.ADDR_NACC
     __match_args__ = ("offset", "address")
 
-    def __init__(self, offset: int, address: int, mem_space: MemSpace = MemSpace.NONE) -> None:
+    def __init__(
+        self,
+        offset: int,
+        address: int,
+        mem_space: MemSpace = MemSpace.NONE,
+        cycle_count: int | None = None,
+    ) -> None:
         self.offset = offset
         self.address = address
         self.mem_space = mem_space
+        self.cycle_count = cycle_count
 
 
 class AddrUnknown(Element):

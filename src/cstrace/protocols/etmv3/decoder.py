@@ -20,13 +20,13 @@ a P-header is held back while it is the only element queued (an exception
 with "cancel previous instruction" may remove it), an exception return holds
 back itself and the range before it, and some elements are sent with values
 left in their record by an earlier element (the instruction set of a
-``PE_CONTEXT`` made by a context ID packet, the number of an ``EXCEPTION``
-made by an exception entry packet). :class:`_Queue` reproduces that ring.
+``PE_CONTEXT`` made by a context ID, VMID or exception packet; the range of an
+instruction the reference cannot decode). :class:`_Queue` reproduces that ring.
 
 A packet the reference cannot decode once synchronised (a reserved header, a
 malformed A-sync, data trace) stops its whole decode: no element follows,
-not even the end of trace. A configuration with data tracing is not decoded
-at all, as in the reference.
+not even the end of trace; its error message goes to ``context.messages``.
+A configuration with data tracing is not decoded at all, as in the reference.
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ from cstrace.protocols.etmv3.config import Etmv3Config
 from cstrace.protocols.etmv3.packets import (
     VMID,
     ASync,
+    BadSequence,
     BranchAddress,
     ContextID,
     ExceptionEntry,
@@ -75,6 +76,7 @@ from cstrace.protocols.etmv3.packets import (
     ISyncReason,
     NotSync,
     PHeader,
+    Reserved,
 )
 from cstrace.protocols.etmv3.packets import CycleCount as CycleCountPacket
 from cstrace.protocols.etmv3.packets import Timestamp as TimestampPacket
@@ -88,18 +90,25 @@ _TRACE_ON = (
     TraceOnReason.OVERFLOW,
     TraceOnReason.EX_DEBUG,
 )
-_CLASSIFIED = (Isa.A32, Isa.T32, Isa.A64)
+_CLASSIFIED = (Isa.A32, Isa.T32)
 
 
 class _Slot:
-    """One reusable element record of the reference's output ring."""
+    """One reusable element record of the reference's output ring.
 
-    __slots__ = ("elem", "isa", "word")
+    Besides the element last built in it, a record keeps the fields that some
+    elements leave as they were: the instruction set and the range fields.
+    """
+
+    __slots__ = ("elem", "end", "isa", "start", "subtype", "type")
 
     def __init__(self) -> None:
         self.elem: Element | None = None
         self.isa = Isa.A32  # a fresh record reads as A32
-        self.word = 0  # the record's exception number / reason / count union
+        self.start = 0
+        self.end = 0
+        self.type = InstrType.OTHER
+        self.subtype = InstrSubtype.NONE
 
 
 class _Queue:
@@ -183,10 +192,16 @@ def iter_elements(
 ) -> Iterator[Element]:
     """Decode ETMv3 packets into generic trace elements."""
     it = iter(packets)
+    tid = config.trace_id
+    messages: list[str] = getattr(context, "messages", [])
     if not config.instr_trace or config.data_trace:
         # The reference refuses data trace configurations: its decode stops at
         # the first packet.
-        next(it, None)
+        if next(it, None) is not None:
+            messages.append(
+                f"DCD_ETMV3_{tid:04d} : 0x0003 (OCSD_ERR_NOT_INIT) [Component not initialised.]; "
+                "No decoder configuration information"
+            )
         return
 
     memory = context.memory
@@ -209,6 +224,7 @@ def iter_elements(
     vmid = 0
     vmid_valid = False
     last_offset = 0
+    follower_isa = Isa.A32  # the ISA after the last instruction the follower decoded
 
     # Per-address instruction cache: (address, isa, space) → info or None (not readable).
     cache: dict[
@@ -237,6 +253,13 @@ def iter_elements(
                 nisa = Isa.T32 if isa == Isa.A32 else Isa.A32
         return size, InstrType(itype), InstrSubtype(subtype), cond, target, nisa
 
+    def readable_at(address: int, space: MemSpace) -> bool:
+        """Whether the 4 bytes the reference fetches per instruction are mapped."""
+        if memory is None:
+            return False
+        region = memory.find(address, space)
+        return region is not None and address + 4 <= region.start + len(region.data)
+
     def context_info() -> PEContextInfo:
         return PEContextInfo(sec, el, ctxid, vmid, False, ctxid_valid, vmid_valid, el_valid)
 
@@ -245,7 +268,7 @@ def iter_elements(
         last_offset = off
 
         if state == 0:
-            q.put(NoSync(off, unsync)).word = int(unsync)
+            q.put(NoSync(off, unsync))
             yield from q.send()
             state = 1
         if state == 1:
@@ -320,7 +343,6 @@ def iter_elements(
                         info: tuple[int, InstrType, InstrSubtype, bool, int | None, Isa] | None = (
                             None
                         )
-                        readable = False
                         if isa in _CLASSIFIED:
                             key = (iaddr, int(isa), int(space))
                             if key in cache:
@@ -328,6 +350,8 @@ def iter_elements(
                             else:
                                 info = cache[key] = instr_at(iaddr, isa, space)
                             readable = info is not None
+                        else:
+                            readable = readable_at(iaddr, space)
                         if info is not None:
                             size, itype, subtype, cond, target, nisa = info
                             slot.elem = InstrRange(
@@ -344,7 +368,10 @@ def iter_elements(
                                 acc,
                             )
                             slot.isa = isa
-                            slot.word = 1
+                            slot.start = iaddr
+                            slot.end = iaddr + size
+                            slot.type = itype
+                            slot.subtype = subtype
                             nxt: int | None = iaddr + size
                             if executed:
                                 if itype == InstrType.BR:
@@ -356,17 +383,21 @@ def iter_elements(
                                 sent_unknown = False
                             else:
                                 iaddr = nxt
+                            follower_isa = nisa
                             if nisa != isa:
                                 isa = nisa
-                        elif isa in _CLASSIFIED and not readable:
-                            nacc = AddrNacc(off, iaddr, space)
-                            slot.elem = nacc
-                            slot.word = int(space)
+                        elif not readable:
+                            slot.elem = AddrNacc(off, iaddr, space, acc)
+                            slot.start = iaddr
                             need_addr = True
                             sent_unknown = False
                         else:
-                            # An instruction set the reference cannot decode: no range, no NACC.
+                            # An instruction set the reference cannot decode (ThumbEE,
+                            # Jazelle): no range, no NACC, and the next atom is read with
+                            # the instruction set its follower decoded last.
                             slot.elem = _stale_range(slot, off, acc)
+                            if follower_isa != isa:
+                                isa = follower_isa
                     bits >>= 1
                     if count:
                         count -= 1
@@ -402,14 +433,12 @@ def iter_elements(
                 if pkt.exception:
                     slot = q.alloc()
                     slot.elem = Exception_(off, pkt.exception)
-                    slot.word = pkt.exception
 
         elif tp is ISync:
             assert isinstance(pkt, ISync)
             slot = q.alloc()
             if first_sync or pkt.reason != ISyncReason.PERIODIC:
                 slot.elem = TraceOn(off, _TRACE_ON[pkt.reason])
-                slot.word = int(_TRACE_ON[pkt.reason])
                 slot = q.alloc()
             if pkt.complete or first_sync:
                 if first_sync:
@@ -447,7 +476,7 @@ def iter_elements(
         elif tp is ASync or tp is Ignore:
             pass
         elif tp is TriggerPacket:
-            q.put(Event(off, EventType.TRIGGER)).word = 1
+            q.put(Event(off, EventType.TRIGGER))
         elif tp is ContextID or tp is VMID:
             if isinstance(pkt, ContextID):
                 ctxid = pkt.context_id
@@ -462,7 +491,7 @@ def iter_elements(
             slot.elem = PEContext(off, context_info(), slot.isa)
         elif tp is ExceptionEntry:
             slot = q.alloc()
-            slot.elem = Exception_(off, slot.word, data_marker=True)
+            slot.elem = Exception_(off, 0, data_marker=True)
         elif tp is ExceptionExit:
             q.put(ExceptionRet(off))
             count_back = 1
@@ -479,32 +508,42 @@ def iter_elements(
             continue
         else:
             # Reserved headers, bad sequences and data trace: the reference stops.
+            if tp is BadSequence:
+                err = "0x0013 (OCSD_ERR_BAD_PACKET_SEQ) [Bad packet sequence]"
+                why = "Bad Packet sequence."
+            elif tp is Reserved:
+                err = "0x0013 (OCSD_ERR_BAD_PACKET_SEQ) [Bad packet sequence]"
+                why = "Reserved or unknown packet ID."
+            else:
+                err = (
+                    "0x0017 (OCSD_ERR_HW_CFG_UNSUPP) "
+                    "[Programmed trace configuration not supported by decodUer.]"
+                )
+                why = "Invalid packet type : Data Tracing decode not supported."
+            messages.append(f"DCD_ETMV3_{tid:04d} : {err}; TrcIdx={off}; CS ID={tid:02x}; {why}")
             return
 
         yield from q.send()
 
     if context.complete:
         q.commit()
-        q.put(EoTrace(last_offset, UnsyncReason.EOT)).word = int(UnsyncReason.EOT)
+        q.put(EoTrace(last_offset, UnsyncReason.EOT))
         q.commit()
         yield from q.send()
 
 
 def _stale_range(slot: _Slot, offset: int, cycle_count: int | None) -> Element:
-    """An instruction range record typed but never filled: the reference's leftover values."""
-    old = slot.elem
-    if isinstance(old, InstrRange):
-        return InstrRange(
-            offset,
-            old.start,
-            old.end,
-            old.num_instr,
-            old.isa,
-            False,
-            0,
-            old.last_type,
-            old.last_subtype,
-            False,
-            cycle_count,
-        )
-    return InstrRange(offset, 0, 0, 1, slot.isa, False, 0, InstrType.OTHER, cycle_count=cycle_count)
+    """A range record typed but never filled: the reference sends its leftover fields."""
+    return InstrRange(
+        offset,
+        slot.start,
+        slot.end,
+        0,
+        slot.isa,
+        False,
+        0,
+        slot.type,
+        slot.subtype,
+        False,
+        cycle_count,
+    )

@@ -180,7 +180,7 @@ def _addr_nacc(e: AddrNacc) -> str:
     space = int(e.mem_space)
     return (
         f"OCSD_GEN_TRC_ELEM_ADDR_NACC( 0x{e.address:x}; "
-        f"Memspace [0x{space:x}:{mem_space_name(space)}] )"
+        f"Memspace [0x{space:x}:{mem_space_name(space)}] {_cc(e.cycle_count)})"
     )
 
 
