@@ -406,6 +406,8 @@ def iter_elements(
                     continue
                 case Timestamp(timestamp=ts, cycle_count=tcc):
                     yield TimestampElem(offset, ts, tcc)
+                    # Trace time moved on: an event-log address map may show other code.
+                    cache = walker.cache(space)
                     continue
                 case Trigger():
                     yield Event(offset, EventType.TRIGGER)
