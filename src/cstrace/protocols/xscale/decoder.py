@@ -33,7 +33,6 @@ from cstrace.elements import (
     Element,
     EoTrace,
     Exception_,
-    InstrRange,
     Isa,
     NoSync,
     PEContext,
@@ -43,7 +42,7 @@ from cstrace.elements import (
     UnsyncReason,
 )
 from cstrace.protocols.base import DecodeContext, Packet
-from cstrace.protocols.etmv1.arm import Step, step_arm, step_thumb
+from cstrace.protocols.etmv1.flow import Flow
 from cstrace.protocols.xscale.config import XscaleConfig
 from cstrace.protocols.xscale.packets import FillEnd, Message, MsgKind
 
@@ -64,85 +63,11 @@ EXCEPTION_NUMBERS: dict[int, tuple[int, bool]] = {
 _CHKPT = (MsgKind.DIRECT_CHKPT, MsgKind.INDIRECT_CHKPT)
 
 
-class _Flow:
-    """Program-flow state: the PC, the open instruction range, the code cache."""
-
-    def __init__(self, mem: object) -> None:
-        self.mem = mem
-        self.steps: dict[int, Step | None] = {}
-        self.pc = 0
-        self.thumb = False
-        self.ok = False
-        self.r_start = 0
-        self.r_end = 0
-        self.r_n = 0
-        self.r_isa = Isa.A32
-        self.r_last: Step | None = None
-
-    def step(self) -> Step | None:
-        key = (self.pc << 1) | self.thumb
-        s = self.steps.get(key, False)
-        if s is not False:
-            return s  # type: ignore[return-value]
-        mem = self.mem
-        s = None
-        if mem is not None:
-            read = mem.read  # type: ignore[attr-defined]
-            if self.thumb:
-                b = read(self.pc, 2)
-                if len(b) == 2:
-                    prev = read(self.pc - 2, 2) if self.pc >= 2 else b""
-                    s = step_thumb(
-                        self.pc,
-                        int.from_bytes(b, "little"),
-                        int.from_bytes(prev, "little") if len(prev) == 2 else None,
-                    )
-            else:
-                b = read(self.pc, 4)
-                if len(b) == 4:
-                    s = step_arm(self.pc, int.from_bytes(b, "little"))
-        self.steps[key] = s
-        return s
-
-    def close(self, off: int) -> Iterator[Element]:
-        s = self.r_last
-        if self.r_n and s is not None:
-            yield InstrRange(
-                off, self.r_start, self.r_end, self.r_n, self.r_isa, True, s.size, s.itype,
-                s.subtype, s.cond,
-            )  # fmt: skip
-        self.r_n = 0
-        self.r_last = None
-
-    def run(self, n: int, off: int) -> Iterator[Element]:
-        """Execute ``n`` sequential instructions from the PC."""
-        for _ in range(n):
-            s = self.step()
-            if s is None:
-                yield from self.close(off)
-                yield AddrNacc(off, self.pc)
-                self.ok = False
-                return
-            yield from self.add(s, off)
-            self.pc = (self.pc + s.size) & 0xFFFFFFFF
-
-    def add(self, s: Step, off: int) -> Iterator[Element]:
-        isa = Isa.T32 if self.thumb else Isa.A32
-        if self.r_n and (self.r_end != self.pc or self.r_isa != isa):
-            yield from self.close(off)
-        if not self.r_n:
-            self.r_start = self.pc
-            self.r_isa = isa
-        self.r_n += 1
-        self.r_end = self.pc + s.size
-        self.r_last = s
-
-
 def iter_elements(
     packets: Iterable[Packet], config: XscaleConfig, context: DecodeContext
 ) -> Iterator[Element]:
     """Decode XScale trace buffer messages into generic elements."""
-    f = _Flow(context.memory)
+    f = Flow(context.memory)
     yield NoSync(0, UnsyncReason.RESET_DECODER if context.reset else UnsyncReason.INIT_DECODER)
     vbase = 0xFFFF0000 if config.high_vectors else 0
 
@@ -174,7 +99,7 @@ def iter_elements(
 
 def _decode_fill(
     buf: list[Packet],
-    f: _Flow,
+    f: Flow,
     vbase: int,
     start_cb: Callable[[int, int], Iterator[Element]],
 ) -> Iterator[Element]:
