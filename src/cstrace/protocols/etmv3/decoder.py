@@ -32,7 +32,9 @@ A configuration with data tracing is not decoded at all, as in the reference.
 from __future__ import annotations
 
 import copy
+import weakref
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from cstrace.elements import (
     AddrNacc,
@@ -60,7 +62,8 @@ from cstrace.elements import (
     Unknown,
     UnsyncReason,
 )
-from cstrace.isa import IsaOptions, Profile, classify, read_opcode
+from cstrace.isa import IsaOptions, Profile
+from cstrace.isa.decode import cls_cache
 from cstrace.protocols.base import DecodeContext, Packet
 from cstrace.protocols.etmv3.config import Etmv3Config
 from cstrace.protocols.etmv3.packets import (
@@ -178,6 +181,31 @@ class _Queue:
                 yield e
 
 
+_Info = tuple[int, InstrType, InstrSubtype, bool, int | None, Isa]
+_SHARED: weakref.WeakKeyDictionary[Any, dict[tuple[int, int], dict[int, _Info | None]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _instr_cache(memory: Any, generation: int, space: MemSpace) -> dict[int, _Info | None]:
+    """The instruction cache of a memory view and space, shared by the decoders of a session."""
+    if memory is None:
+        return {}
+    try:
+        per = _SHARED.get(memory)
+        if per is None:
+            per = _SHARED[memory] = {}
+    except TypeError:  # a memory object that cannot be weakly referenced: no sharing
+        return {}
+    key = (generation, int(space))
+    cache = per.get(key)
+    if cache is None:
+        if len(per) >= 16:
+            per.clear()
+        cache = per[key] = {}
+    return cache
+
+
 def _restamp(elem: Element | None, offset: int) -> Element:
     """An element record re-sent unchanged except for its index."""
     if elem is None:
@@ -226,25 +254,38 @@ def iter_elements(
     last_offset = 0
     follower_isa = Isa.A32  # the ISA after the last instruction the follower decoded
 
-    # Per-address instruction cache: (address, isa, space) → info or None (not readable).
-    cache: dict[
-        tuple[int, int, int], tuple[int, InstrType, InstrSubtype, bool, int | None, Isa] | None
-    ] = {}
+    # Instruction cache for the current memory view and space: (address << 3 | isa) → info,
+    # or None when the 4 bytes the reference fetches are not mapped (ADDR_NACC).
     generation = getattr(memory, "generation", 0)
+    cache_space = MemSpace.S
+    cache = _instr_cache(memory, generation, cache_space)
+    cls_t32, cls_t32_fn = cls_cache(Isa.T32, opts)
+    cls_a32, cls_a32_fn = cls_cache(Isa.A32, opts)
 
-    def instr_at(
-        address: int, isa: Isa, space: MemSpace
-    ) -> tuple[int, InstrType, InstrSubtype, bool, int | None, Isa] | None:
+    def instr_at(address: int, isa: Isa, space: MemSpace) -> _Info | None:
         """(size, type, subtype, cond, direct target, next isa) of an instruction; None = NACC."""
         if memory is None:
             return None
         region = memory.find(address, space)
         if region is None:
             return None
-        op = read_opcode(isa, region.data, address - region.start)
-        if op is None:
+        off = address - region.start
+        b = region.data[off : off + 4]
+        if len(b) < 4:
             return None
-        size, itype, subtype, cond, _link, rel, align, switch, _it = classify(isa, op, opts)
+        if isa == Isa.T32:
+            op = (b[1] << 24) | (b[0] << 16) | (b[3] << 8) | b[2]
+            if (op >> 27) < 0x1D:  # a 16-bit instruction: the second halfword is not part of it
+                op &= 0xFFFF0000
+            c = cls_t32.get(op)
+            if c is None:
+                c = cls_t32[op] = cls_t32_fn(op)
+        else:
+            op = b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24)
+            c = cls_a32.get(op)
+            if c is None:
+                c = cls_a32[op] = cls_a32_fn(op)
+        size, itype, subtype, cond, _link, rel, align, switch, _it = c
         target = None
         nisa = isa
         if rel is not None:
@@ -299,9 +340,10 @@ def iter_elements(
             fmt = pkt.fmt
             space = MemSpace.S if sec == SecLevel.SECURE else MemSpace.N
             mgen = getattr(memory, "generation", 0)
-            if mgen != generation:
-                cache.clear()
+            if mgen != generation or space != cache_space:
                 generation = mgen
+                cache_space = space
+                cache = _instr_cache(memory, generation, space)
             while True:
                 if need_addr:
                     if not sent_unknown or ca:
@@ -340,11 +382,9 @@ def iter_elements(
                             slot.elem = _stale_range(slot, off, acc)
                     else:
                         executed = bool(bits & 1)
-                        info: tuple[int, InstrType, InstrSubtype, bool, int | None, Isa] | None = (
-                            None
-                        )
+                        info: _Info | None = None
                         if isa in _CLASSIFIED:
-                            key = (iaddr, int(isa), int(space))
+                            key = (iaddr << 3) | isa
                             if key in cache:
                                 info = cache[key]
                             else:
