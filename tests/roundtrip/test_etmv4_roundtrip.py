@@ -100,8 +100,7 @@ def cases(draw: st.DrawFn, addr: enc.AddressEncoder, state: dict[str, int]) -> C
             fields["vmid"] = vmid
         if cid is not None:
             fields["context_id"] = cid
-        if not sf:
-            addr.history = [(a & 0xFFFFFFFF, i) for a, i in addr.history]
+        addr.context_64bit = sf
         return data, _is(Context, **fields)
     if kind == 4:
         value = draw(st.integers(0, 2**64 - 1))
@@ -149,6 +148,7 @@ def cases(draw: st.DrawFn, addr: enc.AddressEncoder, state: dict[str, int]) -> C
     value = draw(st.integers(0, 2**64 - 1)) & ~3
     data = enc.address_context(value, 0, True, el=2, context_id=5, vmid=9, vmid_bytes=4)
     addr.history = [(value, 0), *addr.history[:2]]
+    addr.context_64bit = True
     state["last"] = value
     return data, _is(AddressContext, address=value, el=2, context_id=5, vmid=9)
 

@@ -381,11 +381,14 @@ class AddressEncoder:
     """Chooses address packets as a trace unit does: exact match, short, or long form.
 
     Keeps the three-entry address history the reader keeps, so the packets it
-    returns read back as the addresses given.
+    returns read back as the addresses given. Set ``context_64bit`` to False
+    while the traced context is AArch32 (a 32-bit address update then clears
+    the upper half of the address).
     """
 
     def __init__(self) -> None:
         self.history: list[tuple[int, int]] = [(0, 0), (0, 0), (0, 0)]
+        self.context_64bit = True
 
     def encode(self, address: int, isa: int = 0, *, source: bool = False) -> bytes:
         """The shortest packet that reads back as ``address`` with instruction set ``isa``."""
@@ -402,5 +405,6 @@ class AddressEncoder:
         for nbits, two in ((7 + shift, False), (15 + shift, True)):
             if address >> nbits == last >> nbits:
                 return short(address, isa, two)
-        # a 32-bit form keeps the upper half only in a 64-bit context: assume one
-        return long(address, isa, address >> 32 != last >> 32)
+        # a 32-bit update keeps the upper half only in a 64-bit context
+        upper = last >> 32 if self.context_64bit else 0
+        return long(address, isa, address >> 32 != upper)
