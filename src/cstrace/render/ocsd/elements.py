@@ -115,6 +115,23 @@ def _instr_range(e: InstrRange) -> str:
     return text + ")"
 
 
+_RANGE_TEXT: dict[tuple[object, ...], str] = {}
+
+
+def _instr_range_cached(e: InstrRange) -> str:
+    """``_instr_range``, remembered: trace revisits the same few thousand ranges."""
+    if e.cycle_count is not None:
+        return _instr_range(e)
+    key = (e.start, e.end, e.last_exec, e.num_instr, e.isa, e.last_type, e.last_subtype,
+           e.last_cond, e.last_size)  # fmt: skip
+    text = _RANGE_TEXT.get(key)
+    if text is None:
+        if len(_RANGE_TEXT) >= 1 << 16:
+            _RANGE_TEXT.clear()
+        text = _RANGE_TEXT[key] = _instr_range(e)
+    return text
+
+
 def _pe_context(e: PEContext) -> str:
     c = e.context
     text = f"(ISA={ISA_NAMES[e.isa]}) "
@@ -248,7 +265,7 @@ def _custom(e: Custom) -> str:
 
 
 _RENDERERS: dict[type, Callable[[Any], str]] = {
-    InstrRange: _instr_range,
+    InstrRange: _instr_range_cached,
     AddrNacc: _addr_nacc,
     IRangeNoPath: _nopath,
     PEContext: _pe_context,
