@@ -77,6 +77,19 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="ETE: split source-address instruction ranges at N atoms",
     )
+    dec.add_argument(
+        "--etmcr",
+        type=lambda t: int(t, 0),
+        metavar="VALUE",
+        help="ETMv1/ETMv2: the ETM control register (port size and mode, data and context "
+        "ID tracing) when the snapshot has none",
+    )
+    dec.add_argument(
+        "--start-pc",
+        type=lambda t: int(t, 0),
+        metavar="ADDR",
+        help="XScale: where tracing started (bit 0 set for Thumb), for a fill-once buffer",
+    )
     dec.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     add_input_options(dec)
 
@@ -122,7 +135,8 @@ def _lines(
     shown = len(snapshot.warnings)
     names = args.buffer or [b.name for b in snapshot.buffers]
     buffers = [snapshot.buffer(n) for n in names]
-    session = Session(snapshot, DecodeOptions(src_addr_n=args.src_addr_n))
+    extra = {k: v for k, v in (("etmcr", args.etmcr), ("start_pc", args.start_pc)) if v is not None}
+    session = Session(snapshot, DecodeOptions(src_addr_n=args.src_addr_n, extra=extra))
     for buffer in buffers:
         decoded = session.open_buffer(buffer)
         for notice in decoded.notices:

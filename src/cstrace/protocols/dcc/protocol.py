@@ -172,7 +172,7 @@ def encode_dcc(messages: Iterable[tuple[int, int] | tuple[str | MsgType, object]
             mtype = MsgType.ASCII
             items: list[int] = list(value.encode("latin-1"))
         else:
-            mtype = MsgType(int(kind))  # type: ignore[arg-type]
+            mtype = MsgType(int(kind))
             items = list(value)  # type: ignore[call-overload]
         size = _ITEM_BYTES[mtype]
         out += ((len(items) << 16) | (int(mtype) << 8) | 0x01).to_bytes(4, "little")

@@ -98,27 +98,40 @@ VECTOR_EXCEPTIONS: dict[int, tuple[int, bool]] = {
 }
 
 
-class DataTransfer:
-    """A traced data access: its address (if traced) and the bytes moved (if traced)."""
+class DataTransfer(dict[str, object]):
+    """A traced data access: its address (if traced) and the bytes moved (if traced).
 
-    __slots__ = ("address", "data", "pc")
+    A ``dict`` (``pc``, ``address``, ``data`` as a hexadecimal string) so that
+    JSON renderings of the ``CUSTOM`` element that carries it work as is; the
+    attributes give the typed values.
+    """
 
     def __init__(self, pc: int | None, address: int | None, data: bytes | None) -> None:
-        self.pc = pc
-        self.address = address
-        self.data = data
+        super().__init__(pc=pc, address=address, data=None if data is None else data.hex())
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, DataTransfer):
-            return NotImplemented
-        return (self.pc, self.address, self.data) == (other.pc, other.address, other.data)
+    @property
+    def pc(self) -> int | None:
+        """Address of the load/store instruction, if known."""
+        return self["pc"]  # type: ignore[return-value]
 
-    __hash__ = None  # type: ignore[assignment]
+    @pc.setter
+    def pc(self, value: int | None) -> None:
+        self["pc"] = value
+
+    @property
+    def address(self) -> int | None:
+        """The data address, when traced (and known in full)."""
+        return self["address"]  # type: ignore[return-value]
+
+    @property
+    def data(self) -> bytes | None:
+        """The bytes moved, in order, when data values are traced."""
+        d = self["data"]
+        return None if d is None else bytes.fromhex(str(d))
 
     def __repr__(self) -> str:
         a = "-" if self.address is None else f"{self.address:#x}"
-        d = "-" if self.data is None else self.data.hex()
-        return f"DataTransfer(pc={self.pc}, address={a}, data={d})"
+        return f"DataTransfer(pc={self.pc}, address={a}, data={self['data'] or '-'})"
 
 
 def _vector(addr: int) -> tuple[int, bool] | None:

@@ -70,7 +70,11 @@ class Flow:
         self.r_last = None
 
     def run(self, n: int, off: int) -> Iterator[Element]:
-        """Execute ``n`` sequential instructions from the PC."""
+        """Execute ``n`` sequential instructions from the PC.
+
+        A branch among them was not taken (it would have changed the flow): it
+        ends its range as an instruction that failed its condition.
+        """
         for _ in range(n):
             s = self.step()
             if s is None:
@@ -78,7 +82,9 @@ class Flow:
                 yield AddrNacc(off, self.pc)
                 self.ok = False
                 return
-            yield from self.add(s, off)
+            yield from self.add(s, off, not s.is_branch)
+            if s.is_branch:
+                yield from self.close(off)
             self.pc = (self.pc + s.size) & 0xFFFFFFFF
 
     def add(self, s: Step, off: int, executed: bool = True) -> Iterator[Element]:
