@@ -347,6 +347,8 @@ class Etmv4Decoder:
         self.stack: deque[list[Any]] = deque()
         self.out: list[Element] = []
         self.trace_id = int(getattr(config, "trace_id", context.trace_id))
+        self.last_cc = 0
+        """The last cycle count any packet carried (packet-processor state)."""
         self.messages: list[str] = getattr(context, "messages", [])
         self.last_idx = 0
         self._reset()
@@ -537,6 +539,7 @@ class Etmv4Decoder:
         elif kind == K_CTXT:
             stack.append([_CTXT, False, idx, _ctxt_of(pkt), 0, 0])
         elif kind == K_CCNT:
+            self.last_cc = pkt.count
             stack.append([_CC, False, idx, pkt.count, 0, 0])
             if not self.commit_opt1:
                 # With TRCIDR0.COMMOPT == 1 cycle counts imply no commit (the
@@ -544,8 +547,13 @@ class Etmv4Decoder:
                 self.res_commit = pkt.commit or 0
         elif kind == K_TIMESTAMP:
             if self.ts_with_cc:
+                # The reference takes the packet processor's last cycle count,
+                # which a timestamp without one leaves as it was.
                 cc = pkt.cycle_count
-                stack.append([_TS_CC, False, idx, pkt.timestamp, cc or 0, 0])
+                if cc is None:
+                    cc = self.last_cc
+                self.last_cc = cc
+                stack.append([_TS_CC, False, idx, pkt.timestamp, cc, 0])
             else:
                 stack.append([_TS, False, idx, pkt.timestamp, 0, 0])
         elif kind == K_EXCEPT:
