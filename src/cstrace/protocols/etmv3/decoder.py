@@ -103,15 +103,13 @@ class _Slot:
     elements leave as they were: the instruction set and the range fields.
     """
 
-    __slots__ = ("elem", "end", "isa", "start", "subtype", "type")
+    __slots__ = ("elem", "isa", "rng", "start")
 
     def __init__(self) -> None:
         self.elem: Element | None = None
         self.isa = Isa.A32  # a fresh record reads as A32
-        self.start = 0
-        self.end = 0
-        self.type = InstrType.OTHER
-        self.subtype = InstrSubtype.NONE
+        self.start: int | None = None  # a start address set after the last range
+        self.rng: InstrRange | None = None  # the last range built in this record
 
 
 class _Queue:
@@ -310,7 +308,8 @@ def iter_elements(
 
         if state == 0:
             q.put(NoSync(off, unsync))
-            yield from q.send()
+            if q.used > q.pend:
+                yield from q.send()
             state = 1
         if state == 1:
             if type(pkt) is ASync:
@@ -408,10 +407,8 @@ def iter_elements(
                                 acc,
                             )
                             slot.isa = isa
-                            slot.start = iaddr
-                            slot.end = iaddr + size
-                            slot.type = itype
-                            slot.subtype = subtype
+                            slot.rng = slot.elem
+                            slot.start = None
                             nxt: int | None = iaddr + size
                             if executed:
                                 if itype == InstrType.BR:
@@ -443,7 +440,7 @@ def iter_elements(
                         count -= 1
                 if not count:
                     break
-            if q.last_type() is InstrRange:
+            if q.used and q.last_type() is InstrRange:
                 q.pend_last(1)
 
         elif tp is BranchAddress:
@@ -563,7 +560,8 @@ def iter_elements(
             messages.append(f"DCD_ETMV3_{tid:04d} : {err}; TrcIdx={off}; CS ID={tid:02x}; {why}")
             return
 
-        yield from q.send()
+        if q.used > q.pend:
+            yield from q.send()
 
     if context.complete:
         q.commit()
@@ -574,16 +572,20 @@ def iter_elements(
 
 def _stale_range(slot: _Slot, offset: int, cycle_count: int | None) -> Element:
     """A range record typed but never filled: the reference sends its leftover fields."""
+    r = slot.rng
+    start = r.start if r is not None else 0
+    if slot.start is not None:
+        start = slot.start
     return InstrRange(
         offset,
-        slot.start,
-        slot.end,
+        start,
+        r.end if r is not None else 0,
         0,
         slot.isa,
         False,
         0,
-        slot.type,
-        slot.subtype,
+        r.last_type if r is not None else InstrType.OTHER,
+        r.last_subtype if r is not None else InstrSubtype.NONE,
         False,
         cycle_count,
     )

@@ -108,6 +108,17 @@ def val_str(valid_bits: int, value: int, update_bits: int = 0, total_bits: int =
     return text
 
 
+_PHDR_TEXT: dict[tuple[int, int, int, int], str] = {}
+
+
+def _phdr_text(p: PHeader) -> str:
+    key = (p.fmt, p.count, p.atoms, p.cycles)
+    text = _PHDR_TEXT.get(key)
+    if text is None:
+        text = _PHDR_TEXT[key] = f"P_HDR : Atom P-header.; {_atoms(p)}"
+    return text
+
+
 def _atoms(p: PHeader) -> str:
     bits = p.atoms
     if not p.cycles:
@@ -178,7 +189,7 @@ def packet_text(pkt: Packet) -> str:
     """The reference lister's text for one ETMv3 packet."""
     match pkt:
         case PHeader():
-            return f"P_HDR : Atom P-header.; {_atoms(pkt)}"
+            return _phdr_text(pkt)
         case BranchAddress():
             return f"BRANCH_ADDRESS : Branch address.; {_branch(pkt)}"
         case ISync():
