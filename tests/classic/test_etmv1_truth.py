@@ -33,16 +33,19 @@ CONFIGS = [
     (8, PortMode.DEMULTIPLEXED, "etm_etb", True, True, 0, 32, False),
     (4, PortMode.DEMULTIPLEXED, "etm_port", False, False, 4, 16, False),
     (16, PortMode.DEMULTIPLEXED, "etm_port", True, True, 4, 48, False),
+]
+# Further variants, on one program: a multiplexed port, a small FIFO (many overflows).
+EXTRA = [
     (8, PortMode.MULTIPLEXED, "etm_port", False, False, 0, 64, True),
     (16, PortMode.NORMAL, "etm_cycles", True, True, 4, 24, False),
 ]
+CASES = [(p, *c) for c in CONFIGS for p in sorted(PROGRAMS)] + [("dispatch", *c) for c in EXTRA]
 
 
-@pytest.mark.parametrize("program", sorted(PROGRAMS))
 @pytest.mark.parametrize(
-    "width,mode,fmt,dv,da,ctx,depth,bo",
-    CONFIGS,
-    ids=[f"{c[0]}bit-{c[1].name.lower()}-{c[2]}" for c in CONFIGS],
+    "program,width,mode,fmt,dv,da,ctx,depth,bo",
+    CASES,
+    ids=[f"{c[0]}-{c[1]}bit-{c[2].name.lower()}-{c[3]}" for c in CASES],
 )
 def test_etmv1_decodes_execution(
     program: str,

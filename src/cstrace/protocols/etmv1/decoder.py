@@ -70,6 +70,7 @@ from cstrace.elements import (
 from cstrace.protocols.base import DecodeContext, Packet
 from cstrace.protocols.etmv1.arm import Step, step_arm, step_thumb
 from cstrace.protocols.etmv1.config import ClassicEtmConfig
+from cstrace.protocols.etmv1.packets import PipeStat
 
 __all__ = ["VECTOR_EXCEPTIONS", "BranchReason", "DataTransfer", "iter_elements"]
 
@@ -163,19 +164,32 @@ class _Decoder:
     # -- cycle buffer -------------------------------------------------------
     def have(self, i: int) -> bool:
         """True when entry ``i`` is buffered (reading more packets as needed)."""
-        while i - self.base >= len(self.ps):
+        if i - self.base < len(self.ps):
+            return True
+        return self._fill(i)
+
+    def _fill(self, i: int) -> bool:
+        ps, pk, sy, trg, off = self.ps, self.pk, self.sy, self.trg, self.off
+        it = self.it
+        while i - self.base >= len(ps):
             if self.ended:
                 return False
-            p = next(self.it, None)
-            if p is None:
-                self.ended = True
-                return False
-            st = getattr(p, "status", _TD)
-            self.ps.append(st)
-            self.pk.append(getattr(p, "tracepkt", 0))
-            self.sy.append(bool(getattr(p, "sync", False)))
-            self.trg.append(bool(getattr(p, "trigger", False)))
-            self.off.append(p.offset)
+            for _ in range(256):
+                p = next(it, None)
+                if p is None:
+                    self.ended = True
+                    break
+                if isinstance(p, PipeStat):
+                    ps.append(p.status)
+                    pk.append(p.tracepkt)
+                    sy.append(p.sync)
+                    trg.append(p.trigger)
+                else:
+                    ps.append(_TD)
+                    pk.append(0)
+                    sy.append(False)
+                    trg.append(False)
+                off.append(p.offset)
         return True
 
     def trim(self, keep: int) -> None:
@@ -399,9 +413,12 @@ def iter_elements(
         return pos, DataTransfer(None, address, data)
 
     i = 0
-    while d.have(i):
+    dps = d.ps
+    while i - d.base < len(dps) or d.have(i):
+        if dps is not d.ps:
+            dps = d.ps
         k = i - d.base
-        st = d.ps[k]
+        st = dps[k]
         off = d.off[k]
         last_off = off
         if d.trg[k]:
