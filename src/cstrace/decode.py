@@ -18,6 +18,7 @@ from typing import Any
 
 from cstrace.capture import SINGLE_SOURCE_FORMATS, Demux, Stream, demux
 from cstrace.elements import Element
+from cstrace.errors import CstraceError
 from cstrace.memory import MemoryMap
 from cstrace.protocols import DecodeContext, DecodeOptions, Packet, ProtocolSpec, find_protocol
 from cstrace.snapshot.model import Snapshot, TraceBuffer, TraceSource
@@ -132,7 +133,13 @@ class Session:
                     notices,
                 )
                 continue
-            config = proto.configure(source, self.options)
+            try:
+                config = proto.configure(source, self.options)
+            except CstraceError as exc:
+                # As the reference does, a source that cannot be configured is skipped;
+                # the other sources of the buffer are still decoded.
+                errors.append(f"{exc} (source {source.device.name!r} not decoded)")
+                continue
             trace_id = int(config.trace_id)
             if single:
                 stream = result.streams.get(0) or Stream(None, b"")

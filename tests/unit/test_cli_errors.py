@@ -185,3 +185,21 @@ def test_unwritable_output(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     code, _, err = run(capsys, "decode", str(snap), "-o", str(tmp_path / "no" / "such" / "x"))
     assert code == 2
     assert_one_line_error(err, "x")
+
+
+def test_bad_source_skipped_others_decoded(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # One source lacks its registers: it is reported and skipped, the other is decoded.
+    from cstrace.capture.encode import format_frames
+    from cstrace.protocols.stm.encoder import StmMessage, encode_messages
+
+    good = Source("STM_0", "STM", {"STMTCSR": 0x00A00007})
+    bad = Source("STM_1", "STM", {})
+    stp = encode_messages([StmMessage(0x41, 1, 0x1234, bits=16)])
+    data = format_frames([(0x20, stp)])
+    snap = make_snapshot(tmp_path / "s", [good, bad], [Buffer("ETB_0", data, ["STM_0", "STM_1"])])
+    code, out, err = run(capsys, "decode", str(snap), "--format", "ocsd")
+    assert code == 2
+    assert_one_line_error(err, "STM_1.ini", "STMTCSR")
+    assert "OCSD_GEN_TRC_ELEM_SWTRACE" in out
