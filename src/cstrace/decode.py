@@ -75,6 +75,7 @@ class Session:
         self.notices: list[str] = []
         self._reported: set[str] = set()
         self._used_ids: set[int] = set()
+        self._states: dict[int, dict[str, Any]] = {}
         self._memory: dict[str, MemoryMap] = {}
 
     def _notice_once(self, key: str, message: str, out: list[str]) -> None:
@@ -156,6 +157,7 @@ class Session:
                 memory=memory,
                 reset=trace_id in self._used_ids,
                 complete=result.complete,
+                state=self._states.setdefault(trace_id, {}),
             )
             self._used_ids.add(trace_id)
             runs.append(

@@ -84,6 +84,10 @@ class DecodeContext:
     """True when this decoder already ran on an earlier buffer of the same run."""
     complete: bool = True
     """False when the capture stopped at a fatal framing error (no end of trace)."""
+    state: dict[str, Any] = field(default_factory=dict)
+    """Decoder state that survives a reset: the same dict for every run of a trace ID
+    in one session (the reference resets its decoder between buffers, it does not
+    rebuild it)."""
     messages: list[str] = field(default_factory=list)
     """Errors and warnings the decoder logged, in the reference's words, as it logs them.
 
