@@ -386,3 +386,22 @@ def test_context_persists_through_resync() -> None:
     elems, _ = decode(first + b"\x06\xff\xff\xff\xff\xff\xff\xff\xff" + start() + enc.atom("E"))
     ctxs: list[Any] = [e.context for e in elems if isinstance(e, PEContext)]
     assert ctxs[-1].ctxt_id_valid and ctxs[-1].context_id == 0x12345678
+
+
+def test_next_session_keeps_the_context_of_the_previous_one() -> None:
+    # multi-session: the reference resets its decoder between buffers, so a context
+    # ID seen in the first buffer is still shown in the second
+    cfg = config()
+    state: dict[str, Any] = {}
+    mm = MemoryMap([MemoryRegion(BASE, PROGRAM, MemSpace.ANY)])
+    results = []
+    for reset, data in (
+        (False, start() + enc.context(1, True, True, context_id=0x42) + enc.atom("E")),
+        (True, start() + enc.atom("E")),
+    ):
+        ctx = DecodeContext(cfg.trace_id, DecodeOptions(), memory=mm, reset=reset, state=state)
+        pk = iter_packets(Stream(cfg.trace_id, data), cfg, True)
+        results.append(list(iter_elements(pk, cfg, ctx)))
+    second = [e.context for e in results[1] if isinstance(e, PEContext)]
+    assert results[1][0] == NoSync(0, UnsyncReason.RESET_DECODER)
+    assert second[0].ctxt_id_valid and second[0].context_id == 0x42

@@ -339,16 +339,25 @@ class Etmv4Decoder:
         self.memory = self.walker.memory
         self.generation = self.memory.generation
         self.rs = _ReturnStack(bool(getattr(config, "ret_stack", False)))
-        self.pe = PEContextInfo()
-        """The PE context the reference's output element carries from element to element."""
+        # What the reference keeps when it resets between buffers of a session:
+        # the PE context its output element carries, the code follower's address,
+        # ISA and IT state, and the packet processor's last cycle count.
+        persist: dict[str, Any] | None = getattr(context, "state", None)
+        self.persist: dict[str, Any] = {} if persist is None else persist
+        saved = self.persist.get("etmv4")
+        self.pe: PEContextInfo = PEContextInfo() if saved is None else saved[0]
+        self.addr: int = 0
+        self.isa: int = _A32
+        self.it: int = 0
+        self.last_cc: int = 0
+        if saved is not None:
+            self.addr, self.isa, self.it, self.last_cc = saved[1:]
         self.unsync_reason = (
             UnsyncReason.RESET_DECODER if context.reset else UnsyncReason.INIT_DECODER
         )
         self.stack: deque[list[Any]] = deque()
         self.out: list[Element] = []
         self.trace_id = int(getattr(config, "trace_id", context.trace_id))
-        self.last_cc = 0
-        """The last cycle count any packet carried (packet-processor state)."""
         self.messages: list[str] = getattr(context, "messages", [])
         self.last_idx = 0
         self._reset()
@@ -372,9 +381,6 @@ class Etmv4Decoder:
         self.res_mispredict = False
         self.res_discard = False
         self.ete_first_ts_marker = False
-        self.addr = 0
-        self.isa = _A32
-        self.it = 0
         self._set_space()
 
     def _log(self, err: tuple[int, str, str], reason: str) -> None:
@@ -480,6 +486,7 @@ class Etmv4Decoder:
         """End of trace: output what no later packet can cancel, then ``EO_TRACE``."""
         out: list[Element] = []
         self.out = out
+        self.persist["etmv4"] = (self.pe, self.addr, self.isa, self.it, self.last_cc)
         if not self.context.complete:
             return out
         stack = self.stack
