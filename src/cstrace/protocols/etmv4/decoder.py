@@ -854,7 +854,9 @@ class Etmv4Decoder:
             self.isa = _A32
         self.need_ctxt = False
         self.out.append(PEContext(idx, pe.copy(), _ISA[self.isa]))
-        self.walker.set_context(pe.context_id, pe.vmid)
+        self.walker.set_context(
+            pe.context_id if pe.ctxt_id_valid else None, pe.vmid if pe.vmid_valid else None
+        )
         self._set_space()
 
     def _rs_pop(self) -> None:
