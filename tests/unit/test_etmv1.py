@@ -186,3 +186,77 @@ def test_text_form_round_trip() -> None:
     port = PortConfig(16)
     cycles = cycles_from_text(LPC_ABORT, port)
     assert cycles_from_text(pack_cycles(cycles, "etm_cycles_text", port).decode(), port) == cycles
+
+
+LPC_FIFO = """
+# a full address for 0x8000083c (not in the listing, which starts mid-run)
+BE 90bc S
+IE 8080
+IE 0018
+# cycles 115-133: load/store packets fill the FIFO, two branch addresses come late
+IE 8001            # 115: MOV r2, #4
+ID 8084            # 116: STR r2, [r3]: address 84 80 8a 80 04, data 04 00 00 00
+WT 808a
+WT 0404
+IE 0000            # 119: MOV r0, #0x80000000
+WT 8000            # 120: the STR's last byte, then the LDMIA's address begins
+WT 8080
+WT 0880
+ID 000d            # 123: LDMIA r0, {r1-r4}: four words
+BE ea00            # 124: SUB pc, pc, #4; APO 0 (cycles 125, 126)
+IE f014
+IE e59f
+BE f014            # 127: SUB pc, pc, #4; APO 1 (cycles 128, 129): the second TRACESYNC
+ID e59f
+IE f014
+WT e59f
+WT 10d0 S          # 131: 124's address d0 10 = 0x0850 (14 bits)
+IE 0054 S          # 132: 127's address 0x54 (7 bits); BL 0x800007b4
+TD 0001
+"""
+
+
+def test_lpc3180_late_branch_addresses() -> None:
+    words = {
+        0x8000083C: 0xE3A02004,
+        0x80000840: 0xE5832000,
+        0x80000844: 0xE3A00102,
+        0x80000848: 0xE890001E,
+        0x8000084C: 0xE24FF004,
+        0x80000850: 0xE24FF004,
+        0x80000854: 0xEBFFFFD6,
+    }
+    els = _decode(LPC_FIFO, _image(words))
+    got, exc = decoded(els)  # type: ignore[arg-type]
+    assert not exc
+    assert [a for a, _t in got] == list(range(0x8000083C, 0x80000858, 4))
+    data = [e.data for e in els if isinstance(e, Custom)]  # type: ignore[attr-defined]
+    ldm = bytes.fromhex("0d0000ea" + "14f09fe5" * 3)
+    assert data == [
+        DataTransfer(0x80000840, 0x40028004, bytes([4, 0, 0, 0])),
+        DataTransfer(0x80000848, 0x80000000, ldm),
+    ]
+
+
+def test_abandoned_branch() -> None:
+    """A BE in the APO cycles of another (IHI 0014Q §5.6.1): the first address is still output."""
+    cfg = ClassicEtmConfig(etmcr(width=8), 1, 3)
+    text = """
+    BE 80 S       # trace enabled at 0x1000: 80 a0 80 80 10
+    IE a0
+    IE 80
+    WT 80
+    WT 10
+    BE 80 S       # BX r0 at 0x1000 to 0x2000: 80 40
+    BE 40         # an IRQ in the first APO cycle abandons that branch's offset
+    IE 98 S       # the IRQ's APO: 0, 0; its address 98 00 = 0x18
+    IE 00
+    IE 00         # the first instruction of the handler
+    """
+    cycles = cycles_from_text(text, cfg.port)
+    stream = CycleStream("etm_cycles", pack_cycles(cycles, "etm_cycles", cfg.port))
+    ctx = DecodeContext(0, DecodeOptions(), _image({0x1000: 0xE12FFF10, 0x18: 0xE1A00000}))
+    els = list(iter_elements(iter_packets(stream, cfg), cfg, ctx))
+    got, exc = decoded(els)
+    assert [a for a, _t in got] == [0x1000, 0x18]
+    assert [(x.number, x.return_address) for x in exc] == [(14, 0x2000)]
