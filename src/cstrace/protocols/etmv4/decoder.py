@@ -22,14 +22,22 @@ the trace"; ETE: Arm ARM chapter D4/D5 "Embedded Trace Extension"):
   emits an ``INSTR_RANGE``; where no image covers the address it emits
   ``ADDR_NACC`` with the memory space of the current exception level and
   security state.
-- A packet that cannot be decoded (reserved header, bad sequence) or a
-  sequence the stack cannot satisfy resets the decoder: it reports
-  ``NO_SYNC [bad-packet]`` on the next packet and waits for an A-sync and a
-  trace-info packet.
+- A packet that cannot be decoded (reserved header, bad sequence, conditional
+  or data trace) resets the decoder, which reports ``NO_SYNC [bad-packet]``
+  with the next packet; a sequence the stack cannot satisfy (commit or cancel
+  of more elements than stacked, a mispredict with no atom, a return-stack
+  underflow, an exception without its address) resets it at once, dropping
+  that step's elements. Either way it waits for an A-sync and a trace info,
+  and logs the reference's message in ``context.messages``.
 
 Element ordering follows the reference: an element held on the stack is
 emitted, with the ``Idx`` of the packet that created it, when a later packet
-resolves it.
+resolves it. Some behaviours of the reference (OpenCSD 1.8) are kept on
+purpose because its listings show them: the PE context survives resets (and,
+through ``context.state``, the buffers of a session); after a Q element the
+commit step removes the next stacked element too; an ETE source address is not
+a P0 element for cancelling; with TRCIDR0.COMMOPT == 1 cycle-count packets
+commit nothing.
 """
 
 from __future__ import annotations
