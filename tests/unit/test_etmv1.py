@@ -16,6 +16,7 @@ from cstrace.elements import (
     Event,
     EventType,
     Exception_,
+    InstrRange,
     MemSpace,
     TraceOn,
 )
@@ -100,6 +101,9 @@ def test_lpc3180_trace_start() -> None:
         0x800008CC,
     ]
     assert any(isinstance(e, TraceOn) for e in els)
+    # Cycle-accurate: the BX took the cycles from trace start (15) to 19, the
+    # next range those up to the last instruction's PIPESTAT (40).
+    assert [e.cycle_count for e in els if isinstance(e, InstrRange)] == [4, 21]
     data = [e.data for e in els if isinstance(e, Custom)]  # type: ignore[attr-defined]
     assert data == [DataTransfer(0x800008C4, 0x40028008, bytes([0x80, 0, 0, 0]))]
 

@@ -327,13 +327,23 @@ def iter_elements(
     r_isa = Isa.A32
     r_last: Step | None = None
     r_last_exec = True
+    r_last_off = 0
+    cc_mark: int | None = None  # cycle-accurate: the cycle of the previous range's end
+    ca = cfg.cycle_accurate
     pending: list[Element] = []
     last_off = 0
 
     def close(off: int) -> Iterator[Element]:
-        nonlocal r_n, r_last
+        nonlocal r_n, r_last, cc_mark
         if r_n and r_last is not None:
             end = r_end
+            cc = None
+            if ca:
+                # Cycle-accurate trace keeps every cycle: the range took the cycles
+                # from the end of the previous one to its last instruction.
+                if cc_mark is not None:
+                    cc = r_last_off - cc_mark
+                cc_mark = r_last_off
             yield InstrRange(
                 off,
                 r_start,
@@ -345,6 +355,7 @@ def iter_elements(
                 r_last.itype,
                 r_last.subtype,
                 r_last.cond,
+                cc,
             )
         r_n = 0
         r_last = None
@@ -356,7 +367,7 @@ def iter_elements(
 
     def add(s: Step, addr: int, executed: bool, isa: Isa, off: int) -> Iterator[Element]:
         """Append the instruction at ``addr`` to the open range."""
-        nonlocal r_start, r_n, r_isa, r_last, r_last_exec, r_end
+        nonlocal r_start, r_n, r_isa, r_last, r_last_exec, r_end, r_last_off
         if r_n and (r_end != addr or r_isa != isa):
             yield from close(off)
         if not r_n:
@@ -366,6 +377,7 @@ def iter_elements(
         r_last = s
         r_last_exec = executed
         r_end = addr + s.size
+        r_last_off = off
 
     def context_elem(off: int) -> PEContext:
         info = PEContextInfo(ctxt_id_valid=ctxid is not None, context_id=ctxid or 0)
@@ -598,6 +610,7 @@ def iter_elements(
                 }.get(reason, TraceOnReason.NORMAL)
                 yield TraceOn(off, why)
                 yield context_elem(off)
+                cc_mark = off
                 if not daddr_ok or restart:
                     daddr_ok = False
             prev_instr = i
