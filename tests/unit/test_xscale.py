@@ -82,3 +82,18 @@ def test_thesis_pxa250_example() -> None:
     assert addrs[57:62] == [0x88E0, 0x88E4, 0x88E8, 0x88EC, 0x88F0]  # 58-62
     assert addrs[200:206] == [0x89F0, 0x89F4, 0x89EC, 0x89F0, 0x89F4, 0x89EC]  # 201-206
     assert all(el.isa == Isa.A32 for el in els if hasattr(el, "num_instr"))
+
+
+def test_synchronisation_on_a_checkpointed_direct_branch() -> None:
+    """No start address, no indirect branch: the checkpoint register gives the target."""
+    code = (0xE1A00000).to_bytes(4, "little") + (0xEAFFFFFD).to_bytes(4, "little")
+    mem = MemoryMap([MemoryRegion(0x3000, code, MemSpace.ANY)])
+    # Two checkpointed branches: the older one's target is in CHKPT1.
+    entries = [0x83, 0xC2, 0x81, 0xC1, 0x81]
+    record = [0] * (256 - len(entries)) + entries + [0x3000, 0x3000, 0x3000]
+    data = b"".join(w.to_bytes(4, "little") for w in record)
+    cfg = XscaleConfig(None)
+    ctx = DecodeContext(0, DecodeOptions(), mem)
+    els = list(iter_elements(iter_packets(CycleStream("xscale_tb", data), cfg), cfg, ctx))
+    got, _exc = decoded(els)
+    assert [a for a, _t in got] == [0x3000, 0x3004] * 3
