@@ -405,3 +405,10 @@ def test_next_session_keeps_the_context_of_the_previous_one() -> None:
     second = [e.context for e in results[1] if isinstance(e, PEContext)]
     assert results[1][0] == NoSync(0, UnsyncReason.RESET_DECODER)
     assert second[0].ctxt_id_valid and second[0].context_id == 0x42
+
+
+def test_only_the_first_unsynchronised_piece_reaches_the_decoder() -> None:
+    # 20 bytes that never synchronise: the reader cuts them in pieces, the decoder
+    # sees the first one only (its Idx is also the end-of-trace Idx)
+    elems, _ = decode(b"\x11" * 20)
+    assert elems == [NoSync(0, UnsyncReason.INIT_DECODER), EoTrace(0, UnsyncReason.EOT)]

@@ -83,6 +83,7 @@ class CodeWalker:
         self.opts = isa_options(config)
         self._generation = self.memory.generation
         self._caches: dict[int, list[dict[Any, Block]]] = {}
+        self._by_generation = {self._generation: self._caches}
 
     def set_context(self, context_id: int | None, vmid: int | None) -> None:
         """The traced context changed: let the memory select its address space."""
@@ -90,10 +91,18 @@ class CodeWalker:
         self._check_generation()
 
     def _check_generation(self) -> None:
+        # A generation names one view of the code memory: keep the blocks of the
+        # last few views, so switching back and forth between processes is cheap.
         gen = self.memory.generation
         if gen != self._generation:
             self._generation = gen
-            self._caches.clear()
+            caches = self._by_generation.pop(gen, None)
+            if caches is None:
+                caches = {}
+                if len(self._by_generation) >= 16:
+                    del self._by_generation[next(iter(self._by_generation))]
+            self._by_generation[gen] = caches
+            self._caches = caches
 
     def cache_for(self, space: int) -> list[dict[Any, Block]]:
         """The block caches of a memory space, one per ISA (A32, T32, A64).

@@ -78,6 +78,7 @@ from cstrace.elements import (
 )
 from cstrace.protocols.base import DecodeContext, Packet
 from cstrace.protocols.etmv4.decode_walk import CodeWalker
+from cstrace.protocols.etmv4.packets import NotSync as NotSync_
 from cstrace.protocols.etmv4.packets import PacketType as PT
 
 __all__ = ["Etmv4Decoder", "iter_elements"]
@@ -366,6 +367,7 @@ class Etmv4Decoder:
         self.stack: deque[list[Any]] = deque()
         self.out: list[Element] = []
         self.trace_id = int(getattr(config, "trace_id", context.trace_id))
+        self.seen_not_sync = False
         self.messages: list[str] = getattr(context, "messages", [])
         self.last_idx = 0
         self._reset()
@@ -433,6 +435,15 @@ class Etmv4Decoder:
         """Process one packet; return the elements it completed."""
         out: list[Element] = []
         self.out = out
+        if type(pkt) is NotSync_:
+            # Only the first unsynchronised piece of a stream reaches the
+            # reference decoder; the others go to its packet monitor alone.
+            if self.seen_not_sync:
+                return out
+            self.seen_not_sync = True
+            idx = self.last_idx = pkt.offset
+            self._no_sync(pkt, K_NOT_SYNC, idx)
+            return out
         idx = pkt.offset
         self.last_idx = idx
         kind = _KIND.get(pkt.kind, K_BAD)
