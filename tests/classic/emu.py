@@ -32,8 +32,8 @@ from unicorn import (
 from unicorn import arm_const as A
 
 from cstrace.protocols.etmv1.encoder import Exec, ExecKind
+from tests.classic.programs import CTX_REG
 
-CTX_REG = 0x000F_F000
 RAM_SIZE = 0x0010_0000
 
 _COND_EVAL = []

@@ -12,10 +12,11 @@ changes (stores to the test system's context register).
 from __future__ import annotations
 
 from tests.classic.asm import LR, PC, SP, Asm
-from tests.classic.emu import CTX_REG
 
 BASE = 0x0
 DATA = 0x40000
+CTX_REG = 0x000F_F000
+"""The test system's context ID register: a store there changes the context ID."""
 
 
 def _vectors(a: Asm) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -79,6 +80,7 @@ _EXECS: list[object] = []
 
 def _execs() -> list[object]:
     if not _EXECS:
+        pytest.importorskip("unicorn")
         from tests.classic.emu import run
 
         _EXECS.extend(run(_IMAGE, _BASE, _ENTRY, 3000, irq_every=97).execs)
