@@ -408,7 +408,8 @@ def test_next_session_keeps_the_context_of_the_previous_one() -> None:
 
 
 def test_only_the_first_unsynchronised_piece_reaches_the_decoder() -> None:
-    # 20 bytes that never synchronise: the reader cuts them in pieces, the decoder
-    # sees the first one only (its Idx is also the end-of-trace Idx)
+    # 20 bytes that never synchronise: the reader cuts them in pieces (8, 8, and 4
+    # left incomplete at the end); the decoder sees the first piece and the
+    # incomplete packet, which gives the end-of-trace Idx
     elems, _ = decode(b"\x11" * 20)
-    assert elems == [NoSync(0, UnsyncReason.INIT_DECODER), EoTrace(0, UnsyncReason.EOT)]
+    assert elems == [NoSync(0, UnsyncReason.INIT_DECODER), EoTrace(16, UnsyncReason.EOT)]
