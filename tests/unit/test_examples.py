@@ -246,3 +246,19 @@ def test_listing_matches_reference_lister(
     assert main(["decode", str(EXAMPLES / name), "--format", "ocsd"]) == 0
     ours = _idx_lines(capsys.readouterr().out)
     assert ours == _idx_lines(ref)
+
+
+def test_readme_shows_the_current_output(capsys: pytest.CaptureFixture[str]) -> None:
+    # an indented block after "$ cstrace decode examples/NAME" in README.md is that output
+    readme = (ROOT / "README.md").read_text().splitlines()
+    shown = [n for n in NAMES if f"    $ cstrace decode examples/{n}" in readme]
+    assert shown, "README.md shows no example's output"
+    for name in shown:
+        block = []
+        for line in readme[readme.index(f"    $ cstrace decode examples/{name}") + 1 :]:
+            if not line.startswith("    "):
+                break
+            block.append(line[4:].rstrip())
+        assert main(["decode", str(EXAMPLES / name)]) == 0
+        out = [line.rstrip() for line in capsys.readouterr().out.splitlines()]
+        assert block == out, f"README.md shows an older output of examples/{name}"
