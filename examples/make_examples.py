@@ -225,8 +225,11 @@ class Asm:
 
     def op(self, text: str, word: int | Encode, comment: str = "") -> None:
         """Add one instruction: its assembly text, its word (or how to build it), a comment."""
-        make: Encode = word if callable(word) else (lambda pc, labels, w=word: w)
-        self.items.append((self.pc, text, make, comment))
+        if callable(word):
+            self.items.append((self.pc, text, word, comment))
+        else:
+            fixed = word
+            self.items.append((self.pc, text, lambda pc, labels: fixed, comment))
 
     def code(self) -> bytes:
         """The machine code, little-endian."""
