@@ -413,3 +413,29 @@ def test_only_the_first_unsynchronised_piece_reaches_the_decoder() -> None:
     # incomplete packet, which gives the end-of-trace Idx
     elems, _ = decode(b"\x11" * 20)
     assert elems == [NoSync(0, UnsyncReason.INIT_DECODER), EoTrace(16, UnsyncReason.EOT)]
+
+
+def test_return_stack_underflow_resets_and_recovers() -> None:
+    # b.eq taken, then ret (E) with an empty return stack: the next atom pops nothing
+    cfg = config(ret_stack=True)
+    data = start() + enc.atom("EE") + enc.atom("E")
+    mm = MemoryMap([MemoryRegion(BASE, PROGRAM, MemSpace.ANY)])
+    ctx = DecodeContext(cfg.trace_id, DecodeOptions(), memory=mm)
+    seen: list[tuple[str, int]] = []
+    data += start() + enc.atom("E")
+    for e in iter_elements(iter_packets(Stream(cfg.trace_id, data), cfg, True), cfg, ctx):
+        seen.append((type(e).__name__, len(ctx.messages)))
+    bad = seen.index(("NoSync", 1))  # the message comes before its NO_SYNC
+    assert "Return Stack Overflow" in ctx.messages[0]
+    assert [k for k, _ in seen[:bad]].count("InstrRange") == 2
+    # decoding resumes normally after the next A-sync and trace info
+    assert [k for k, _ in seen[bad:]] == ["NoSync", "TraceOn", "PEContext", "InstrRange", "EoTrace"]
+
+
+def test_trace_on_forgets_a_pending_return_stack_pop() -> None:
+    # ret taken (pop pending), then a trace-on before the next atom: the pop is forgotten
+    cfg = config(ret_stack=True)
+    data = start() + enc.atom("EE") + enc.trace_on() + enc.atom("E")
+    elems, ctx = decode(data, cfg=cfg)
+    assert not ctx.messages  # no return stack underflow
+    assert kinds(elems)[-2:] == ["TraceOn", "EoTrace"]  # the atom waits for an address

@@ -301,6 +301,7 @@ class _ReturnStack:
                 del e[0]
             if self.num < 16:
                 self.num += 1
+            self.pop_pending = False
 
     def pop(self) -> tuple[int, int] | None:
         """Pop the newest entry; None when empty (the reference's overflow)."""
@@ -312,9 +313,10 @@ class _ReturnStack:
         return None
 
     def flush(self) -> None:
-        """Empty the stack."""
+        """Empty the stack (and forget a pending pop)."""
         self.num = 0
         self.entries.clear()
+        self.pop_pending = False
 
 
 class Etmv4Decoder:
@@ -369,6 +371,8 @@ class Etmv4Decoder:
         self.trace_id = int(getattr(config, "trace_id", context.trace_id))
         self.seen_not_sync = False
         self.messages: list[str] = getattr(context, "messages", [])
+        self.log: list[tuple[int, str]] = []
+        """Messages of the current packet, with the number of its elements before each."""
         self.last_idx = 0
         self._reset()
 
@@ -397,10 +401,19 @@ class Etmv4Decoder:
         """Log an error as the reference's error logger prints it (see DecodeContext.messages)."""
         code, name, text = err
         tid = self.trace_id
-        self.messages.append(
-            f"DCD_ETMV4_{tid:04d} : 0x{code:04x} ({name}) [{text}]; "
-            f"TrcIdx={self.last_idx}; CS ID={tid:02x}; {reason}"
+        # Logged after the elements already output for this packet: the caller
+        # hands it on at that point of the element stream (see iter_elements).
+        self.log.append(
+            (
+                len(self.out),
+                f"DCD_ETMV4_{tid:04d} : 0x{code:04x} ({name}) [{text}]; "
+                f"TrcIdx={self.last_idx}; CS ID={tid:02x}; {reason}",
+            )
         )
+
+    def _clip_log(self, count: int) -> None:
+        """The packet's elements were cut to ``count``: no message may come after them."""
+        self.log[:] = [(min(pos, count), text) for pos, text in self.log]
 
     def _seq_error(self, err: tuple[int, str, str], reason: str) -> None:
         """A sequence error: log it, reset (dropping unsent elements), report a bad packet."""
@@ -470,6 +483,7 @@ class Etmv4Decoder:
                         self._atoms(n, pkt.bits, idx)
                     except _SeqError:
                         out.clear()
+                        self._clip_log(0)
                         self._no_sync(pkt, kind, idx)
                     return out
             if self._decode_packet(pkt, kind, idx):
@@ -682,6 +696,7 @@ class Etmv4Decoder:
                         self._discard()
             except _SeqError:
                 del out[mark:]
+                self._clip_log(mark)
                 break
 
     def _commit(self) -> None:
@@ -913,75 +928,75 @@ class Etmv4Decoder:
         it = self.it
         pop_pending = rs.pop_pending
         need = self.need_ctxt or self.need_addr
-        try:
-            while n and commit:
-                n -= 1
-                commit -= 1
-                taken = bits & 1
-                bits >>= 1
-                if pop_pending:
-                    self.addr = addr
-                    self.isa = isa
-                    self._rs_pop()
-                    pop_pending = False
-                    addr = self.addr
-                    isa = self.isa
-                    need = self.need_ctxt or self.need_addr
-                if need:
-                    continue
-                if it and isa == _T32:
-                    blk = blocks[isa].get((addr, it))
-                    if blk is None:
-                        blk = self.walker.block(addr, isa, self.space, it)
-                else:
-                    blk = blocks[isa].get(addr)
-                    if blk is None:
-                        blk = self.walker.block(addr, isa, self.space, 0)
-                it = blk[10]
-                if blk[0]:
-                    # waypoint found
-                    if taken:
-                        itype = blk[3]
-                        if itype == _BR:
-                            if blk[7]:
-                                rs.push(blk[2], isa)
-                            addr = blk[8]
-                            it = 0
-                        else:
-                            addr = blk[2]
-                            if itype == _BR_IND:
-                                need = True
-                                self.need_addr = True
-                                if blk[7]:
-                                    rs.push(addr, isa)
-                                it = 0
-                                pop_pending = rs.active
-                                if blk[4] == _V8_ERET and self.is_ete:
-                                    # No exception-return packet in ETE: show the ERET.
-                                    isa = blk[9]
-                                    append(InstrRange(ix, *blk[11]))
-                                    append(ExceptionRet(ix))
-                                    continue
-                        isa = blk[9]
-                        append(InstrRange(ix, *blk[11]))
+        while n and commit:
+            n -= 1
+            commit -= 1
+            taken = bits & 1
+            bits >>= 1
+            if pop_pending:
+                self.addr = addr
+                self.isa = isa
+                self.it = it
+                self._rs_pop()
+                pop_pending = False
+                addr = self.addr
+                isa = self.isa
+                need = self.need_ctxt or self.need_addr
+            if need:
+                continue
+            if it and isa == _T32:
+                blk = blocks[isa].get((addr, it))
+                if blk is None:
+                    blk = self.walker.block(addr, isa, self.space, it)
+            else:
+                blk = blocks[isa].get(addr)
+                if blk is None:
+                    blk = self.walker.block(addr, isa, self.space, 0)
+            it = blk[10]
+            if blk[0]:
+                # waypoint found
+                if taken:
+                    itype = blk[3]
+                    if itype == _BR:
+                        if blk[7]:
+                            rs.push(blk[2], isa)
+                        addr = blk[8]
+                        it = 0
                     else:
                         addr = blk[2]
-                        append(InstrRange(ix, *blk[12]))
+                        if itype == _BR_IND:
+                            need = True
+                            self.need_addr = True
+                            if blk[7]:
+                                rs.push(addr, isa)
+                            it = 0
+                            pop_pending = rs.active
+                            if blk[4] == _V8_ERET and self.is_ete:
+                                # No exception-return packet in ETE: show the ERET.
+                                isa = blk[9]
+                                append(InstrRange(ix, *blk[11]))
+                                append(ExceptionRet(ix))
+                                continue
+                    isa = blk[9]
+                    append(InstrRange(ix, *blk[11]))
                 else:
-                    # No waypoint: the opcode at blk[2] is in no memory image.
-                    need = True
-                    self.need_addr = True
-                    if blk[1]:
-                        append(InstrRange(ix, *blk[11]))
-                        isa = blk[9]
                     addr = blk[2]
-                    append(AddrNacc(ix, addr, self.space))
-        finally:
-            self.addr = addr
-            self.isa = isa
-            self.it = it
-            rs.pop_pending = pop_pending
-            self.res_commit = commit
+                    append(InstrRange(ix, *blk[12]))
+            else:
+                # No waypoint: the opcode at blk[2] is in no memory image.
+                need = True
+                self.need_addr = True
+                if blk[1]:
+                    append(InstrRange(ix, *blk[11]))
+                    isa = blk[9]
+                addr = blk[2]
+                append(AddrNacc(ix, addr, self.space))
+        # (A sequence error raised above has reset the decoder: nothing to write back.)
+        self.addr = addr
+        self.isa = isa
+        self.it = it
+        rs.pop_pending = pop_pending
+        self.res_commit = commit
         return n, bits
 
     def _exception(self) -> None:
@@ -1136,8 +1151,19 @@ def iter_elements(
     """Decode the packets of one ETMv4/ETE trace ID into generic elements."""
     dec = Etmv4Decoder(config, context)
     decode = dec.decode
+    log = dec.log
+    messages = dec.messages
     for pkt in packets:
         out = decode(pkt)
-        if out:
+        if log:
+            # Hand each message on where the reference logs it among the elements.
+            done = 0
+            for pos, text in log:
+                yield from out[done:pos]
+                done = max(done, pos)
+                messages.append(text)
+            log.clear()
+            yield from out[done:]
+        elif out:
             yield from out
     yield from dec.finish()
