@@ -16,14 +16,19 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from cstrace.capture import SINGLE_SOURCE_FORMATS, Demux, Stream, demux
+from cstrace.capture import SINGLE_SOURCE_FORMATS, CaptureIssue, Demux, Stream, demux
+from cstrace.capture.formatter import FRAME_SIZE
+from cstrace.capture.lazy import LazyStream
 from cstrace.elements import Element
 from cstrace.errors import CstraceError
 from cstrace.memory import MemoryMap
 from cstrace.protocols import DecodeContext, DecodeOptions, Packet, ProtocolSpec, find_protocol
 from cstrace.snapshot.model import Snapshot, TraceBuffer, TraceSource
 
-__all__ = ["BufferDecode", "Session", "SourceRun"]
+__all__ = ["LAZY_FORMATS", "BufferDecode", "Session", "SourceRun"]
+
+LAZY_FORMATS = frozenset(("coresight", "source_data"))
+"""Buffer formats decoded block by block (memory flat in the size of the capture)."""
 
 
 @dataclass
@@ -107,13 +112,46 @@ class Session:
             start += size
         return f"{buffer.name}: offset {offset:#x}"  # pragma: no cover - no files
 
+    def _lazy_demux(self, buffer: TraceBuffer) -> Demux:
+        """Streams that read and demultiplex the buffer block by block when decoded."""
+        size = self.snapshot.buffer_size(buffer)
+        snapshot = self.snapshot
+
+        def read() -> Iterator[bytes]:
+            return snapshot.iter_buffer(buffer)
+
+        issues: list[CaptureIssue] = []
+        if buffer.format == "source_data":
+            return Demux({0: LazyStream(None, read)}, issues, 0, True)
+        if size % FRAME_SIZE:
+            whole = size - size % FRAME_SIZE
+            issues.append(
+                CaptureIssue(
+                    whole,
+                    f"capture size {size} is not a multiple of {FRAME_SIZE}; "
+                    f"{size % FRAME_SIZE} trailing bytes ignored",
+                )
+            )
+        streams: dict[int, Stream] = {tid: LazyStream(tid, read) for tid in range(0x80)}
+        return Demux(streams, issues, size // FRAME_SIZE, True)
+
     def open_buffer(self, buffer: TraceBuffer) -> BufferDecode:
-        """Demultiplex ``buffer`` and prepare a run for each source it holds."""
-        data = self.snapshot.read_buffer(buffer)
-        result = demux(data, buffer.format)
+        """Demultiplex ``buffer`` and prepare a run for each source it holds.
+
+        ETB/ETR memory (``coresight``) and single-source buffers are read lazily:
+        each trace ID's stream is demultiplexed block by block while it is
+        decoded, so memory does not grow with the size of the capture.
+        """
+        if buffer.format in LAZY_FORMATS:
+            empty = self.snapshot.buffer_size(buffer) == 0
+            result = self._lazy_demux(buffer)
+        else:
+            data = self.snapshot.read_buffer(buffer)
+            empty = not data
+            result = demux(data, buffer.format)
         notices: list[str] = []
         errors: list[str] = []
-        if not data:
+        if empty:
             errors.append(f"{self._where(buffer, 0)}: trace buffer {buffer.name!r} is empty")
         for issue in result.issues:
             errors.append(f"{self._where(buffer, issue.offset)}: {issue.message}")

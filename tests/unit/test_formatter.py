@@ -5,12 +5,14 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cstrace.capture import demux
 from cstrace.capture.encode import format_frames
 from cstrace.capture.formatter import demux_frames
+from cstrace.capture.lazy import LazyStream
 
 
 def model_demux(data: bytes, sofs: list[int] | None = None) -> dict[int, list[tuple[int, int]]]:
@@ -215,3 +217,43 @@ def test_frames_without_any_id_byte() -> None:
     first = frame([0x03, *range(1, 15)])
     result = demux(first + bytes(16 * 3), "coresight")
     assert len(result.streams[1].data) == 14 + 15 * 3
+
+
+def _reader(data: bytes, piece: int):  # type: ignore[no-untyped-def]
+    def read():  # type: ignore[no-untyped-def]
+        for i in range(0, len(data), piece):
+            yield data[i : i + piece]
+
+    return read
+
+
+@pytest.mark.parametrize("piece", [7, 16, 100, 4096])
+def test_lazy_stream_blocks_match_whole_demux(piece: int) -> None:
+    rng = random.Random(11)
+    pieces = [
+        (rng.choice([0x10, 0x11, 0x12]), rng.randbytes(rng.randrange(1, 60))) for _ in range(400)
+    ]
+    data = format_frames(pieces)
+    whole = demux(data, "coresight").streams
+    for tid in (0x10, 0x11, 0x12, 0x33):
+        lazy = LazyStream(tid, _reader(data, piece), block_size=16 * 37)
+        blocks = list(lazy.blocks())
+        assert len(blocks) > 1 or tid == 0x33
+        joined = b"".join(b.data for b in blocks)
+        offs = [o for b in blocks for o in b.offsets().tolist()]
+        if tid in whole:
+            assert joined == whole[tid].data
+            assert offs == whole[tid].offsets().tolist()
+            # Gathering gives the same whole stream.
+            assert lazy.data == whole[tid].data
+            assert lazy.offsets().tolist() == whole[tid].offsets().tolist()
+        else:
+            assert joined == b"" and lazy.data == b""
+
+
+def test_lazy_single_source_blocks_keep_offsets() -> None:
+    data = bytes(range(256)) * 10
+    lazy = LazyStream(None, _reader(data, 1000), block_size=1024)
+    blocks = list(lazy.blocks())
+    assert [b.offset_at(0) for b in blocks] == [0, 1024, 2048]
+    assert b"".join(b.data for b in blocks) == data

@@ -139,7 +139,8 @@ class _Unpacker:
     # changing ID slots 0..6 (7 bits).
     _KEY_BITS = 22
 
-    def __init__(self) -> None:
+    def __init__(self, only: int | None = None) -> None:
+        self.only = only
         self.current_id = _NO_ID
         self.key_table: npt.NDArray[np.intp] | None = None
         self.t_owner = np.zeros((0, 15), dtype=np.intp)
@@ -280,7 +281,10 @@ class _Unpacker:
         run_index = sof[run_rows] + run_off.ravel()[run_at]
         owners_flat = owners.ravel()
         values_flat = values.ravel()
-        for tid in np.flatnonzero(seen).tolist():
+        wanted = np.flatnonzero(seen).tolist()
+        if self.only is not None:
+            wanted = [self.only] if self.only in wanted else []
+        for tid in wanted:
             mine = np.flatnonzero(run_who == tid)
             if mine.size == 0:
                 continue
@@ -303,6 +307,16 @@ class _Unpacker:
             self.run_pos.setdefault(tid, []).append(positions)
             self.run_idx.setdefault(tid, []).append(run_index[mine])
             self.length[tid] = base + vals.size
+
+    def take(self, tid: int) -> Stream | None:
+        """The data of ``tid`` unpacked since the last ``take``, as a stream of its own."""
+        values = self.values.pop(tid, None)
+        if not values:
+            return None
+        run_pos = np.concatenate(self.run_pos.pop(tid))
+        run_idx = np.concatenate(self.run_idx.pop(tid))
+        run_pos -= run_pos[0]
+        return Stream(tid, np.concatenate(values).tobytes(), run_pos, run_idx.astype(np.int64))
 
     def streams(self) -> dict[int, Stream]:
         """The streams of all trace IDs seen so far."""

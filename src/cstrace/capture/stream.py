@@ -62,6 +62,14 @@ class Stream:
         out += np.repeat(self.run_idx - starts, lengths)
         return out
 
+    def blocks(self) -> Iterator[Stream]:
+        """The stream in pieces as the capture layer delivers them (here: all at once).
+
+        A :class:`~cstrace.capture.lazy.LazyStream` yields one piece per capture
+        block instead, so that readers consuming blocks keep memory flat.
+        """
+        yield self
+
     def chunks(self) -> Iterator[tuple[int, bytes]]:
         """Yield ``(capture index, bytes)`` for each run of consecutive indices."""
         ends = [*self._pos_list[1:], len(self.data)]

@@ -7,6 +7,7 @@ DS-5 snapshot (ARM-ECM-0611873, "Debug and Trace Snapshot File Format").
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -161,6 +162,26 @@ class Snapshot:
     def read_buffer(self, buffer: TraceBuffer) -> bytes:
         """The bytes of a trace buffer: its files concatenated in order."""
         return b"".join(self.tree.read_bytes(f) for f in buffer.files)
+
+    def buffer_size(self, buffer: TraceBuffer) -> int:
+        """The size of a trace buffer in bytes (the sum of its files)."""
+        return sum(self.tree.size(f) for f in buffer.files)
+
+    def iter_buffer(self, buffer: TraceBuffer, block_size: int = 1 << 20) -> Iterator[bytes]:
+        """The bytes of a trace buffer in consecutive blocks, read as they are needed."""
+        for f in buffer.files:
+            sequential = getattr(self.tree, "iter_blocks", None)
+            if sequential is not None:
+                yield from sequential(f, block_size)
+                continue
+            size = self.tree.size(f)
+            offset = 0
+            while offset < size:
+                chunk = self.tree.read_bytes(f, offset, min(block_size, size - offset))
+                if not chunk:
+                    break
+                yield chunk
+                offset += len(chunk)
 
     def core_of(self, source: Device) -> Device | None:
         """The core traced by a trace source, from ``core_trace_sources``."""

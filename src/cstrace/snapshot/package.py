@@ -276,6 +276,26 @@ class ZipTree:
             raise SnapshotError(f"cannot read: {exc}", path=shown) from None
         return data
 
+    def iter_blocks(self, rel: PurePosixPath, block_size: int) -> Iterator[bytes]:
+        """Read an archive member from start to end in blocks (one decompression pass)."""
+        info = self._info(rel)
+        shown = self.display(rel)
+        if info is None:
+            raise SnapshotError("file not found in the archive", path=shown)
+        try:
+            with self._zip.open(info) as f:
+                while True:
+                    chunk = f.read(block_size)
+                    if not chunk:
+                        return
+                    yield chunk
+        except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError) as exc:
+            raise SnapshotError(f"damaged archive member ({exc})", path=shown) from None
+        except RuntimeError as exc:  # encrypted member
+            raise SnapshotError(f"cannot read archive member ({exc})", path=shown) from None
+        except OSError as exc:
+            raise SnapshotError(f"cannot read: {exc}", path=shown) from None
+
     def extract_to(self, dest: str | Path) -> list[Path]:
         """Write every file of the tree under folder ``dest``; returns the paths written.
 

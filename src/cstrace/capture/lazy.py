@@ -1,0 +1,161 @@
+"""Streams demultiplexed block by block, so memory stays flat as captures grow.
+
+Input: a function that yields a capture's bytes in blocks (read from the trace
+buffer files as they are needed) and the capture format; output: a
+:class:`LazyStream` per trace ID. Iterating ``stream.blocks()`` reads and
+demultiplexes the capture one block (1 MiB of frames) at a time and yields this
+trace ID's part of each block as a small :class:`Stream`, so a reader that
+consumes blocks holds only one block in memory, whatever the size of the capture.
+
+Each lazy stream makes its own pass over the capture. Demultiplexing is cheap
+next to decoding, so decoding k trace IDs at the price of k passes keeps every
+pass independent (and each trace ID could be decoded in its own process).
+
+Readers that need the whole stream at once still work: reading ``data``,
+``run_pos`` or ``run_idx`` of a lazy stream gathers its blocks (once) into one
+stream, whose size is then that of the trace ID's data, not of the capture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import numpy.typing as npt
+
+from cstrace.capture.formatter import FRAME_SIZE, _Unpacker
+from cstrace.capture.stream import Stream
+
+__all__ = ["BLOCK_SIZE", "LazyStream", "ReadBlocks"]
+
+BLOCK_SIZE = 1 << 20
+"""Bytes read and demultiplexed at a time (a multiple of the 16-byte frame)."""
+
+ReadBlocks = Callable[[], Iterator[bytes]]
+"""Returns an iterator over the capture's bytes, in consecutive blocks of any size."""
+
+
+def _aligned(read: ReadBlocks, unit: int, size: int) -> Iterator[tuple[int, bytes]]:
+    """Re-cut the capture into blocks of ``size`` bytes (a multiple of ``unit``), with offsets."""
+    pending = b""
+    offset = 0
+    for piece in read():
+        pending += piece
+        if len(pending) < size:
+            continue
+        cut = len(pending) - len(pending) % size
+        for start in range(0, cut, size):
+            yield offset, pending[start : start + size]
+            offset += size
+        pending = pending[cut:]
+    whole = len(pending) - len(pending) % unit
+    if whole:
+        yield offset, pending[:whole]
+
+
+class LazyStream(Stream):
+    """The stream of one trace ID of an aligned-frame or single-source capture, read lazily."""
+
+    __slots__ = ("_full", "_read", "_single", "block_size")
+
+    def __init__(
+        self,
+        trace_id: int | None,
+        read: ReadBlocks,
+        *,
+        block_size: int = BLOCK_SIZE,
+    ) -> None:
+        # Deliberately not calling Stream.__init__: data and runs are gathered on demand.
+        self.trace_id = trace_id
+        self._read = read
+        self._single = trace_id is None
+        self.block_size = block_size - block_size % FRAME_SIZE
+        self._full: Stream | None = None
+
+    def blocks(self) -> Iterator[Stream]:
+        """This trace ID's data, one capture block at a time (each block a small stream)."""
+        if self._full is not None:
+            yield self._full
+            return
+        if self._single:
+            for offset, data in _aligned(self._read, 1, self.block_size):
+                yield Stream(None, data, base=offset)
+            return
+        unpacker = _Unpacker(only=self.trace_id)
+        tid = self.trace_id
+        assert tid is not None
+        for offset, data in _aligned(self._read, FRAME_SIZE, self.block_size):
+            frames = np.frombuffer(data, dtype=np.uint8).reshape(-1, FRAME_SIZE)
+            sof = offset + FRAME_SIZE * np.arange(frames.shape[0], dtype=np.int64)
+            unpacker.feed(frames, sof)
+            piece = unpacker.take(tid)
+            if piece is not None:
+                yield piece
+
+    def _gather(self) -> Stream:
+        if self._full is None:
+            parts = list(self.blocks())
+            if not parts:
+                self._full = Stream(self.trace_id, b"")
+            elif len(parts) == 1:
+                self._full = parts[0]
+            else:
+                base = 0
+                pos: list[npt.NDArray[np.int64]] = []
+                for p in parts:
+                    pos.append(p.run_pos + base)
+                    base += len(p.data)
+                self._full = Stream(
+                    self.trace_id,
+                    b"".join(p.data for p in parts),
+                    np.concatenate(pos),
+                    np.concatenate([p.run_idx for p in parts]),
+                )
+        return self._full
+
+    @property
+    def data(self) -> bytes:
+        """All of this trace ID's bytes (gathered from every block on first use)."""
+        return self._gather().data
+
+    @data.setter
+    def data(self, value: bytes) -> None:
+        self._gather().data = value
+
+    @property
+    def run_pos(self) -> npt.NDArray[np.int64]:
+        """Stream positions where runs of consecutive capture indices start."""
+        return self._gather().run_pos
+
+    @run_pos.setter
+    def run_pos(self, value: npt.NDArray[np.int64]) -> None:
+        self._gather().run_pos = value
+
+    @property
+    def run_idx(self) -> npt.NDArray[np.int64]:
+        """Capture index of the first byte of each run."""
+        return self._gather().run_idx
+
+    @run_idx.setter
+    def run_idx(self, value: npt.NDArray[np.int64]) -> None:
+        self._gather().run_idx = value
+
+    def __len__(self) -> int:
+        return len(self._gather().data)
+
+    def offsets(self) -> npt.NDArray[np.int64]:
+        """Capture index of every byte."""
+        return self._gather().offsets()
+
+    def chunks(self) -> Iterator[tuple[int, bytes]]:
+        """``(capture index, bytes)`` for each run of consecutive indices."""
+        return self._gather().chunks()
+
+    def offset_at(self, pos: int) -> int:
+        """Capture index of the byte at stream position ``pos``."""
+        return self._gather().offset_at(pos)
+
+    def __repr__(self) -> str:
+        tid = "single" if self.trace_id is None else f"{self.trace_id:#x}"
+        state = "gathered" if self._full is not None else "lazy"
+        return f"LazyStream({tid}, {state})"
