@@ -48,6 +48,7 @@ Last = tuple[int, int, int, bool, int]
 _ISAS = tuple(Isa)
 _NO_LAST: Last = (0, int(InstrType.OTHER), int(InstrSubtype.NONE), False, 0)
 _BR = int(InstrType.BR)
+_MAX_BLOCKS = 1 << 18  # per memory space and ISA
 _BR_IND = int(InstrType.BR_INDIRECT)
 
 
@@ -123,6 +124,8 @@ class CodeWalker:
         key: Any = (addr, it) if it else addr
         b = cache.get(key)
         if b is None:
+            if len(cache) >= _MAX_BLOCKS:
+                cache.clear()  # bound the memory a pathological trace can take
             b = cache[key] = self._walk_block(addr, isa, space, it)
         return b
 
