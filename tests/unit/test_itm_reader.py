@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
-from cstrace.capture import Stream
+from cstrace.capture import Stream, demux
+from cstrace.capture.encode import format_frames
+from cstrace.capture.lazy import LazyStream
 from cstrace.elements import EoTrace, ITMPacketType, ITMTrace, NoSync
 from cstrace.protocols.base import DecodeContext, DecodeOptions
 from cstrace.protocols.itm import ItmConfig, iter_elements, iter_packets
@@ -263,3 +267,28 @@ def test_packet_texts() -> None:
     ]
     for pkt, text in cases:
         assert packet_text(pkt) == text
+
+
+def test_lazy_streams_in_small_blocks_give_the_same_packets() -> None:
+    body = bytes.fromhex(
+        "70 19bb 20 c0828204 28 520123 94d6e8c807 b49398a0a08000 0b01020304".replace(" ", "")
+    )
+    data = bytes(range(1, 30)) + SYNC + body * 20 + bytes(12) + b"\x80" + body
+    capture = format_frames([(0x14, data)])
+    want = [repr(p) for p in iter_packets(demux(capture, "coresight").streams[0x14])]
+    for size in (16, 32, 48, 160):
+
+        def read() -> Iterator[bytes]:
+            yield capture
+
+        assert [repr(p) for p in iter_packets(LazyStream(0x14, read, block_size=size))] == want
+    single = bytes(range(1, 250)) * 9 + data
+    want = [repr(p) for p in iter_packets(Stream(None, single))]
+    for size in (16, 100, 1000):
+
+        def read_single() -> Iterator[bytes]:
+            yield single
+
+        assert [
+            repr(p) for p in iter_packets(LazyStream(None, read_single, block_size=size))
+        ] == want

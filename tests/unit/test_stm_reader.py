@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
-from cstrace.capture import Stream
+from cstrace.capture import Stream, demux
+from cstrace.capture.encode import format_frames
+from cstrace.capture.lazy import LazyStream
 from cstrace.protocols.stm import packets as P
 from cstrace.protocols.stm.reader import (
     OPCODES_1N,
@@ -258,18 +262,31 @@ def test_empty_stream() -> None:
     assert read(b"") == []
 
 
-def test_small_reading_window_gives_the_same_packets(monkeypatch: pytest.MonkeyPatch) -> None:
-    import cstrace.protocols.stm.reader as reader
-
+def test_lazy_streams_in_small_blocks_give_the_same_packets() -> None:
+    # A lazy stream delivers the capture in blocks; packets (and the F run of an
+    # ASYNC) may run across them.
     text = SYNC_V3 + "141 f3 0480 " + "a 01021010 0 e c 0003aeb284c9 " * 20 + ASYNC + "f003 6 12"
-    text += "f" * 30 + "0"  # an F run longer than the window
-    data = nib(text)
-    chunks = [(16 * i, data[15 * i : 15 * i + 15]) for i in range(0, len(data) // 15 + 1)]
-    stream = Stream.from_chunks(0x20, chunks)
-    want = [repr(p) for p in iter_packets(stream, None, True)]
-    for window in (4, 7, 16, 23):
-        monkeypatch.setattr(reader, "_WINDOW", window)
-        assert [repr(p) for p in iter_packets(stream, None, True)] == want
+    text += "f" * 60 + "0 6 1234"  # an F run longer than a block
+    capture = format_frames([(0x20, nib(text))])
+    want = [repr(p) for p in iter_packets(demux(capture, "coresight").streams[0x20])]
+    for size in (16, 32, 48, 160):
+
+        def read() -> Iterator[bytes]:
+            yield capture
+
+        lazy = LazyStream(0x20, read, block_size=size)
+        assert [repr(p) for p in iter_packets(lazy)] == want
+    # Unformatted data in blocks that are not multiples of the 1024-byte reads.
+    single = bytes(range(1, 15)) * 200 + nib("f2" + text)
+    want = [repr(p) for p in iter_packets(Stream(None, single))]
+    for size in (16, 100, 1000):
+
+        def read_single() -> Iterator[bytes]:
+            yield single
+
+        assert [
+            repr(p) for p in iter_packets(LazyStream(None, read_single, block_size=size))
+        ] == want
 
 
 def test_unformatted_data_is_read_in_1024_byte_blocks() -> None:

@@ -130,23 +130,26 @@ def iter_packets(
     ``complete`` is False when the capture was cut short: then a packet in
     progress at the end is dropped instead of flushed as INCOMPLETE_EOT.
     """
-    start = yield from _search_sync(stream)
-    if start is not None:
-        yield from _read_synced(stream, start, complete)
+    pieces = iter(stream.blocks())
+    found = yield from _search_sync(pieces)
+    if found is not None:
+        yield from _read_synced(found[0], found[1], pieces, complete)
 
 
-def _search_sync(stream: Stream) -> Generator[ItmPacket, None, int | None]:
+def _search_sync(
+    pieces: Iterator[Stream],
+) -> Generator[ItmPacket, None, tuple[Stream, int] | None]:
     """Before the first synchronization packet: NOTSYNC packets, then the ASYNC packet.
 
-    This is the reference's search, block by block. Returns the stream position
-    after the ASYNC packet, or None when the stream ends unsynchronised.
+    This is the reference's search, block by block. Returns the piece of the
+    stream (one of its :meth:`~Stream.blocks`) and the position in it after the
+    ASYNC packet, or None when the stream ends unsynchronised.
     """
     raw = bytearray()
     pkt_index = 0
     sync_start = False
     sent_notsync = False
-    base = 0  # stream position of the block
-    for blk, block in input_blocks(stream):
+    for piece, base, blk, block, rest in input_blocks(pieces):
         pos = 0
         end = len(block)
         dump = 0
@@ -168,7 +171,10 @@ def _search_sync(stream: Stream) -> Generator[ItmPacket, None, int | None]:
                     raw.append(b)
                     if b == 0x80:
                         yield Async(pkt_index, bytes(raw))
-                        return base + pos
+                        if piece.trace_id is not None:
+                            return piece, base + pos
+                        # Unformatted: the rest of the stream goes on from this block.
+                        return Stream(None, block[pos:] + rest, base=blk + pos), 0
                     if b:
                         err = True
                 if err:
@@ -200,25 +206,38 @@ def _search_sync(stream: Stream) -> Generator[ItmPacket, None, int | None]:
                 yield NotSync(pkt_index, bytes(raw[:dump]), not sent_notsync)
             sent_notsync = True
             del raw[:dump]
-        base += end
     return None
 
 
-def _read_synced(stream: Stream, start: int, complete: bool) -> Iterator[ItmPacket]:
+def _read_synced(
+    piece: Stream, start: int, pieces: Iterator[Stream], complete: bool
+) -> Iterator[ItmPacket]:
     """After the first synchronization packet: packets one at a time from ``start``.
 
     Once synchronised, a packet's index is that of its header byte, so block
-    boundaries no longer matter and the stream is read as one byte string.
+    boundaries no longer matter: the stream is read as one byte string, the
+    current piece extended with the next one when a packet runs past its end.
     """
-    data = stream.data
+    data = piece.data
     n = len(data)
-    run_pos = [*stream.run_pos.tolist(), n + 1]
-    run_idx = stream.run_idx.tolist()
+    run_pos = [*piece.run_pos.tolist(), n + 1]
+    run_idx = piece.run_idx.tolist()
     r = 0
     nxt = run_pos[1]
     headers = HEADERS
     p = start
-    while p < n:
+    while True:
+        if p >= n:
+            nxt_piece = next(pieces, None)
+            if nxt_piece is None:
+                return
+            data = nxt_piece.data
+            n = len(data)
+            run_pos = [*nxt_piece.run_pos.tolist(), n + 1]
+            run_idx = nxt_piece.run_idx.tolist()
+            p = r = 0
+            nxt = run_pos[1]
+            continue
         while nxt <= p:
             r += 1
             nxt = run_pos[r + 1]
@@ -294,6 +313,22 @@ def _read_synced(stream: Stream, start: int, complete: bool) -> Iterator[ItmPack
             else:
                 stop = n + 1
         if out is None:
+            nxt_piece = next(pieces, None)
+            if nxt_piece is not None:
+                # The packet runs past this piece: extend it with the next one.
+                keep = data[p:]
+                data = keep + nxt_piece.data
+                run_idx = [index, *run_idx[r + 1 :], *nxt_piece.run_idx.tolist()]
+                run_pos = [
+                    0,
+                    *(x - p for x in run_pos[r + 1 : -1]),
+                    *(x + len(keep) for x in nxt_piece.run_pos.tolist()),
+                    len(data) + 1,
+                ]
+                n = len(data)
+                p = r = 0
+                nxt = run_pos[1]
+                continue
             if complete:
                 yield IncompleteEot(index, data[p:], kind)
             return

@@ -35,7 +35,7 @@ How the reference cuts the stream, reproduced here:
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 from cstrace.capture.stream import Stream
@@ -226,23 +226,40 @@ READ_BLOCK = 1024
 formatter frames, these are the blocks its packet readers see."""
 
 
-def input_blocks(stream: Stream) -> Iterator[tuple[int, bytes]]:
-    """The blocks the reference hands to a packet reader: ``(capture index, bytes)``.
+def input_blocks(pieces: Iterable[Stream]) -> Iterator[tuple[Stream, int, int, bytes, bytes]]:
+    """The blocks the reference hands to a packet reader, from a stream's pieces.
 
     Formatted captures: the data of one trace ID in one frame (the stream's
-    runs). Unformatted (single-source) data: the lister's 1024-byte reads.
+    runs). Unformatted (single-source) data: the lister's 1024-byte reads of the
+    buffer file, which may span pieces. Yields ``(piece, position of the block in
+    the piece, capture index, block, rest)``; for unformatted data, the position
+    is -1 and ``rest`` is the rest of the piece after the block.
     """
-    if stream.trace_id is not None:
-        yield from stream.chunks()
-        return
-    pos = 0
-    for idx, data in stream.chunks():
-        start = 0
-        while start < len(data):
-            cut = min(len(data), start + READ_BLOCK - (pos + start) % READ_BLOCK)
-            yield idx + start, data[start:cut]
-            start = cut
-        pos += len(data)
+    carry = b""
+    carry_idx = 0
+    for piece in pieces:
+        if piece.trace_id is not None:
+            base = 0
+            for idx, data in piece.chunks():
+                yield piece, base, idx, data, b""
+                base += len(data)
+            continue
+        for idx, data in piece.chunks():
+            if carry:
+                data = carry + data
+                idx = carry_idx
+                carry = b""
+            start = 0
+            while start < len(data):
+                cut = start + READ_BLOCK - (idx + start) % READ_BLOCK
+                if cut > len(data):
+                    carry = data[start:]
+                    carry_idx = idx + start
+                    break
+                yield piece, -1, idx + start, data[start:cut], data[cut:]
+                start = cut
+    if carry:
+        yield Stream(None, b""), -1, carry_idx, carry, b""
 
 
 def iter_packets(
@@ -254,9 +271,10 @@ def iter_packets(
     progress at the end is dropped instead of flushed as INCOMPLETE_EOT.
     """
     sync = _SyncState()
-    start = yield from _search_async(stream, sync)
-    if start is not None:
-        yield from _read_synced(stream, start, sync, complete)
+    pieces = iter(stream.blocks())
+    found = yield from _search_async(stream, pieces, sync)
+    if found is not None:
+        yield from _read_synced(found[0], found[1], pieces, sync, complete)
 
 
 class _SyncState:
@@ -271,11 +289,14 @@ class _SyncState:
         self.sync_index = 0
 
 
-def _search_async(stream: Stream, sync: _SyncState) -> Generator[StmPacket, None, int | None]:
+def _search_async(
+    stream: Stream, pieces: Iterator[Stream], sync: _SyncState
+) -> Generator[StmPacket, None, tuple[Stream, int] | None]:
     """Before the first ASYNC: NOTSYNC packets per block, then the ASYNC packet.
 
-    Returns the stream nibble position of the first packet after ASYNC, or None
-    when the stream ends unsynchronised.
+    Returns the piece of the stream (one of its :meth:`~Stream.blocks`) and the
+    nibble of that piece where the first packet after ASYNC starts, or None when
+    the stream ends unsynchronised.
     """
     past = _PastBlock(stream)
     raw = bytearray()
@@ -283,8 +304,9 @@ def _search_async(stream: Stream, sync: _SyncState) -> Generator[StmPacket, None
     sync_start = sync.sync_start
     is_sync = sync.is_sync
     sync_index = sync.sync_index
-    base = 0  # stream position of the block
-    for number, (blk, block) in enumerate(input_blocks(stream)):
+    number = -1  # block number, in the stream
+    for piece, base, blk, block, rest in input_blocks(pieces):
+        number += 1
         past.note(block)
         nibs = [x for b in block for x in (b & 15, b >> 4)]
         end = len(nibs)
@@ -325,7 +347,7 @@ def _search_async(stream: Stream, sync: _SyncState) -> Generator[StmPacket, None
                 yield NotSync(pkt_index, bytes(raw))
                 raw.clear()
                 if k & 1:
-                    raw.append(block[k >> 1] & 0xF0)  # unused high nibble, printed as a byte
+                    raw.append(block[k >> 1] & 0xF0)  # unused high nibble, as a byte
                 continue
             raw += _ASYNC_RAW
             yield Async(sync_index, bytes(raw))
@@ -333,8 +355,10 @@ def _search_async(stream: Stream, sync: _SyncState) -> Generator[StmPacket, None
             sync.sync_start = False
             sync.is_sync = False
             sync.sync_index = sync_index
-            return 2 * base + k
-        base += len(block)
+            if piece.trace_id is not None:
+                return piece, 2 * base + k
+            # Unformatted: the rest of the stream goes on from this block.
+            return Stream(None, block[k >> 1 :] + rest, base=blk + (k >> 1)), k & 1
     return None
 
 
@@ -343,7 +367,6 @@ _SWAP = bytes(((b & 15) << 4) | (b >> 4) for b in range(256))
 _HEX = {c: int(c, 16) for c in "0123456789abcdef"}
 _TSLEN = {f"{n:x}": length for n, length in enumerate(_TS_NIBBLES)}
 _F21 = "f" * 21
-_WINDOW = 1 << 20
 
 # What the synchronised reader builds for each packet type.
 _EMIT = {
@@ -431,24 +454,26 @@ def _detect(num_f: int, sync_start: bool, is_sync: bool, span: str) -> tuple[int
 
 
 def _read_synced(
-    stream: Stream, start: int, sync: _SyncState, complete: bool
+    piece: Stream, start: int, pieces: Iterator[Stream], sync: _SyncState, complete: bool
 ) -> Iterator[StmPacket]:
-    """After the first ASYNC: packets one at a time from stream nibble ``start``.
+    """After the first ASYNC: packets one at a time from nibble ``start`` of ``piece``.
 
     Once synchronised, block boundaries only matter for packet indices (the
     block index plus the bytes of the block consumed), so the stream is read as
-    one nibble string, in windows. The ASYNC detector, which only matters when
-    an ASYNC opcode comes, is brought up to date lazily.
+    one nibble string: the current piece, extended with the next one when a
+    packet runs past its end. The ASYNC detector, which only matters when an
+    ASYNC opcode comes, is brought up to date lazily.
     """
-    data = stream.data
-    total = 2 * len(data)
-    run_pos = [*stream.run_pos.tolist(), len(data) + 1]
-    run_idx = stream.run_idx.tolist()
+    data = piece.data
+    rpos = [*piece.run_pos.tolist(), len(data) + 1]
+    ridx = piece.run_idx.tolist()
+    hx = data.translate(_SWAP).hex()
+    end = len(hx)
     r = 0  # run of the byte holding the current packet's first nibble
-    nxt = run_pos[1]
+    nxt = rpos[1]
 
     detector = (sync.num_f, sync.sync_start, sync.is_sync)
-    det = start  # stream nibble up to which ``detector`` is up to date
+    det = start  # nibble up to which ``detector`` is up to date
     channel = 0
     ts = 0
     ts_type = 0  # StmTsType value: unknown until VERSION
@@ -457,26 +482,29 @@ def _read_synced(
     tslens = _TSLEN
     high = _HIGH
 
-    wbase = 0  # window: nibbles [2 * wbase, 2 * wbase + len(hx)) of the stream
-    hx = ""
-    end = 0
-    wsize = _WINDOW
-    K = start
-    while total > K:
-        q = K >> 1
+    at = start
+    while True:
+        if at >= end:
+            # The piece is used up: go on with the next one.
+            nxt_piece = next(pieces, None)
+            if nxt_piece is None:
+                return
+            detector = _detect(*detector, hx[det:at])
+            data = nxt_piece.data
+            rpos = [*nxt_piece.run_pos.tolist(), len(data) + 1]
+            ridx = nxt_piece.run_idx.tolist()
+            hx = data.translate(_SWAP).hex()
+            end = len(hx)
+            at = det = r = 0
+            nxt = rpos[1]
+            continue
+        q = at >> 1
         while nxt <= q:
             r += 1
-            nxt = run_pos[r + 1]
-        first = (K + 1) >> 1  # first byte the packet reads from the stream
-        pkt_index = run_idx[r] + first - run_pos[r]
-        k = K - 2 * wbase
-        if k + 40 > end and 2 * wbase + end < total:
-            detector = _detect(*detector, hx[det - 2 * wbase : k])
-            det = K
-            wbase = q
-            hx = data[wbase : wbase + wsize].translate(_SWAP).hex()
-            end = len(hx)
-            k = K - 2 * wbase
+            nxt = rpos[r + 1]
+        first = (at + 1) >> 1  # first byte the packet reads from the stream
+        pkt_index = ridx[r] + first - rpos[r]
+        k = at
         out: StmPacket | None = None
         fatal = False
         stop = -1  # window nibble after the packet's last one
@@ -561,8 +589,8 @@ def _read_synced(
                 fatal = True
             else:
                 # ASYNC: F nibbles until the detector fires; any other nibble first is an error.
-                detector = _detect(*detector, hx[det - 2 * wbase : k])
-                det = K
+                detector = _detect(*detector, hx[det:k])
+                det = at
                 num_f, sync_start, is_sync = detector
                 i = k
                 while i < end:
@@ -584,7 +612,7 @@ def _read_synced(
                             out = Async(pkt_index, b"")
                             stop = i
                             detector = (0, False, False)
-                            det = 2 * wbase + stop
+                            det = stop
                             break
                         if not sync_start:
                             out = BadSequence(pkt_index, b"", cur_type)
@@ -593,30 +621,40 @@ def _read_synced(
                             break
 
         if out is None:
-            # The packet does not end in this window: read on, or the stream ended.
-            if 2 * wbase + end < total:
-                if k <= 1:
-                    wsize *= 2  # a packet longer than the window (a very long F run)
-                detector = _detect(*detector, hx[det - 2 * wbase : k])
-                det = K
-                wbase = q
-                hx = data[wbase : wbase + wsize].translate(_SWAP).hex()
+            # The packet does not end in this piece: extend it with the next one,
+            # dropping what was read; or the stream ended inside the packet.
+            nxt_piece = next(pieces, None)
+            if nxt_piece is not None:
+                detector = _detect(*detector, hx[det:at])
+                keep = data[q:]
+                data = keep + nxt_piece.data
+                ridx = [ridx[r] + q - rpos[r], *ridx[r + 1 :], *nxt_piece.run_idx.tolist()]
+                rpos = [
+                    0,
+                    *(p - q for p in rpos[r + 1 : -1]),
+                    *(p + len(keep) for p in nxt_piece.run_pos.tolist()),
+                    len(data) + 1,
+                ]
+                hx = data.translate(_SWAP).hex()
                 end = len(hx)
+                at -= 2 * q
+                det = at
+                r = 0
+                nxt = rpos[1]
                 continue
             if complete:
                 raw = data[first:]
-                if K & 1:
+                if at & 1:
                     raw = high[data[q]] + raw
                 marker = spec is not None and spec[0] == ACT_PACKET and spec[4]
                 yield IncompleteEot(pkt_index, raw, cur_type, marker)
             return
 
-        K2 = 2 * wbase + stop
-        raw = data[first : (K2 + 1) >> 1]
-        if K & 1:
+        raw = data[first : (stop + 1) >> 1]
+        if at & 1:
             raw = high[data[q]] + raw
         out.raw = raw
         yield out
         if fatal:
             return
-        K = K2
+        at = stop
