@@ -14,7 +14,8 @@ the trace).
 
 Timestamps: ``timestamp`` is the full timestamp value after the packet's update
 was applied (``None`` when the packet has none) and ``ts_bits`` the number of
-low-order bits the packet updated.
+low-order bits the packet updated (the reader always sets it; in packets built
+for the encoder, ``None`` lets the encoder send the fewest nibbles).
 """
 
 from __future__ import annotations
@@ -119,7 +120,9 @@ class _Stamped(StmPacket):
 
     __slots__ = ("timestamp", "ts_bits")
 
-    def __init__(self, offset: int, raw: bytes, timestamp: int | None, ts_bits: int) -> None:
+    def __init__(
+        self, offset: int, raw: bytes, timestamp: int | None, ts_bits: int | None = None
+    ) -> None:
         self.offset = offset
         self.raw = raw
         self.timestamp = timestamp
@@ -206,7 +209,7 @@ class Data(_Stamped):
         value: int,
         marker: bool = False,
         timestamp: int | None = None,
-        ts_bits: int = 0,
+        ts_bits: int | None = None,
     ) -> None:
         self.offset = offset
         self.raw = raw
@@ -245,7 +248,12 @@ class Trig(_Stamped):
     KIND = StmPktType.TRIG
 
     def __init__(
-        self, offset: int, raw: bytes, value: int, timestamp: int | None = None, ts_bits: int = 0
+        self,
+        offset: int,
+        raw: bytes,
+        value: int,
+        timestamp: int | None = None,
+        ts_bits: int | None = None,
     ) -> None:
         self.offset = offset
         self.raw = raw

@@ -82,7 +82,7 @@ def _name(kind: StmPktType, marker: bool, stamped: bool) -> tuple[str, str]:
     return _NAME_CACHE[kind, marker, stamped]
 
 
-def _ts_text(ts: int, bits: int) -> str:
+def _ts_text(ts: int, bits: int | None) -> str:
     text = f"; TS=0x{ts:016X}"
     if bits:
         text += f" ~[0x{ts & ((1 << bits) - 1):X}]"
