@@ -23,4 +23,4 @@ def sign_extend(value: int, width: int) -> int:
 
 def hexbytes(data: bytes) -> str:
     """Render bytes as the reference lister does: ``0x12 0x34 `` (each followed by a space)."""
-    return "".join(f"0x{b:02x} " for b in data)
+    return "0x" + data.hex(" ").replace(" ", " 0x") + " " if data else ""

@@ -65,6 +65,11 @@ def listing_lines(run: SourceRun, *, packets: bool = True) -> Iterator[str]:
             pending.append(p)
             yield p
 
+    prefix = f"ID:{pid}; ["
+
+    def packet_line(p: Packet) -> str:
+        return f"Idx:{p.offset}; {prefix}{hexbytes(p.raw)}];\t{text_of(p)}"
+
     def flush() -> Iterator[str]:
         nonlocal glue
         while pending:
@@ -72,7 +77,7 @@ def listing_lines(run: SourceRun, *, packets: bool = True) -> Iterator[str]:
             # The reference's raw-packet monitor skips packets with no bytes
             # (they still reach the decoder, e.g. an empty NOTSYNC).
             if packets and p.raw:
-                line = f"Idx:{p.offset}; ID:{pid}; [{hexbytes(p.raw)}];\t{text_of(p)}"
+                line = packet_line(p)
                 if glue:
                     line = glue + line
                     glue = ""
@@ -80,11 +85,13 @@ def listing_lines(run: SourceRun, *, packets: bool = True) -> Iterator[str]:
             if after:
                 glue += after.pop(id(p), "")
 
+    elem_prefix = f"; ID:{eid}; "
     for elem in run.elements(tap(run.packets())):
         if len(messages) != seen:
             note()
-        yield from flush()
-        line = f"Idx:{elem.offset}; ID:{eid}; {element_text(elem)}"
+        if pending:
+            yield from flush()
+        line = f"Idx:{elem.offset}{elem_prefix}{element_text(elem)}"
         if glue:
             line = glue + line
             glue = ""
