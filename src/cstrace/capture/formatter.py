@@ -115,6 +115,7 @@ _SPREAD_LO = np.array(
 _SPREAD_HI = np.array(
     [sum(((f >> (k + 4)) & 1) << (16 * k) for k in range(4)) for f in range(256)], dtype=np.uint64
 )
+_SPREAD = np.stack((_SPREAD_LO, _SPREAD_HI), axis=1)  # 256 x 2 words
 _MAX_RUNS = 8
 
 
@@ -217,8 +218,7 @@ class _Unpacker:
         # Data values: even bytes take bit 0 from the flag byte.
         flags = frames[:, 15]
         vwords = words.copy()
-        vwords[:, 0] |= _SPREAD_LO[flags]
-        vwords[:, 1] |= _SPREAD_HI[flags]
+        vwords |= _SPREAD[flags]
         values = vwords.view(np.uint8).reshape(n, 16)
 
         # Owner of each byte (-1: none) and runs (max 8 per frame, in frame order):
