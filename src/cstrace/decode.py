@@ -180,10 +180,9 @@ class Session:
                 errors.append(f"{exc} (source {source.device.name!r} not decoded)")
                 continue
             trace_id = int(config.trace_id)
-            if single:
-                stream = result.streams.get(0) or Stream(None, b"")
-            else:
-                stream = result.streams.get(trace_id) or Stream(trace_id, b"")
+            # No truth test on the stream: len() of a lazy stream would gather all its data.
+            found = result.streams.get(0 if single else trace_id)
+            stream = found if found is not None else Stream(None if single else trace_id, b"")
             memory = self.memory_for(source) if proto.uses_memory else None
             # A trace package adds program images and its event log to the dumps.
             code_memory = getattr(self.snapshot, "code_memory", None)

@@ -4,6 +4,11 @@ Input: a :class:`~cstrace.capture.Stream` (one trace ID's bytes and the
 capture index of each) and an :class:`~.config.Etmv4Config`. Output: packets,
 in stream order, each with the capture index of its first byte.
 
+The stream is consumed block by block (``stream.blocks()``, through a
+:class:`~cstrace.capture.window.BlockWindow`), so memory stays flat however long
+the capture: a packet cut by the end of a block is read again, whole, with the
+next block, and the packets are the same wherever the blocks are cut.
+
 Headers are dispatched through a 256-entry table built from :data:`HEADER_ROWS`
 (spec order, each row citing the packet's description: the ETE chapter of the
 Arm ARM, D5.3, by packet name, or the ETMv4 specification IHI0064 chapter 6
@@ -33,11 +38,11 @@ The reader never raises on trace content.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Generator, Iterator
 from typing import NamedTuple, cast
 
 from cstrace.capture.stream import Stream
+from cstrace.capture.window import BlockWindow
 from cstrace.protocols.etmv4.config import ArchVersion, Etmv4Config
 from cstrace.protocols.etmv4.packets import (
     Address,
@@ -625,30 +630,40 @@ def _long_address(data: bytes, p: int, isa: int, wide: bool) -> int:
     return value
 
 
-def _unsynced(
-    data: bytes, n: int, rp: list[int], ri: list[int], complete: bool
-) -> Generator[Etmv4Packet, None, int]:
-    """The packets before the first A-sync; returns the position after it (-1: none found)."""
+def _unsynced(win: BlockWindow, complete: bool) -> Generator[Etmv4Packet, None, int]:
+    """The packets before the first A-sync; returns the window position after it (-1: none).
 
-    def idx_of(pos: int) -> int:
-        k = bisect_right(rp, pos) - 1
-        if k < 0:
-            k = 0
-        return ri[k] + pos - rp[k]
-
-    # ---- before the first alignment synchronisation -----------------------------
+    Pieces run on across block boundaries: the window keeps the current piece's
+    bytes when it moves to the next block, so pieces do not depend on where the
+    capture layer cut the stream.
+    """
+    idx_of = win.index_at
+    data = win.data
+    n = len(data)
     pos = 0
-    synced = False
-    while not synced and pos < n:
+    while True:
+        if pos >= n:
+            if not win.advance(n):
+                return -1
+            data = win.data
+            n = len(data)
+            pos = 0
         bstart = pos
         pkt_idx = idx_of(pos)
         state = 0  # 0 not synchronised, 1 after a 0x00 byte, 2 inside an A-sync
         typ = P.NOT_SYNC
         finished = False
-        while pos < n:
+        while True:
+            if pos >= n:
+                if not win.advance(bstart):
+                    break
+                pos -= bstart
+                bstart = 0
+                data = win.data
+                n = len(data)
             b = data[pos]
             size = pos - bstart + 1
-            last = pos == n - 1
+            last = pos == n - 1 and win.final
             if state == 0:
                 if b == 0:
                     if size > 1:
@@ -679,12 +694,11 @@ def _unsynced(
                         typ = P.NOT_SYNC
                     else:
                         raw = data[bstart : pos + 1]
+                        pos += 1
                         if b == 0x80:
                             yield Async(pkt_idx, raw)
-                            synced = True
-                        else:
-                            yield BadPacket(pkt_idx, raw, P.BAD_SEQUENCE, P.ASYNC)
-                        pos += 1
+                            return pos
+                        yield BadPacket(pkt_idx, raw, P.BAD_SEQUENCE, P.ASYNC)
                         finished = True
                         break
                 elif size == 12:
@@ -700,7 +714,6 @@ def _unsynced(
             if complete and bstart < n:
                 yield BadPacket(pkt_idx, data[bstart:n], P.INCOMPLETE_EOT, typ)
             return -1
-    return pos
 
 
 def iter_packets(
@@ -708,19 +721,24 @@ def iter_packets(
 ) -> Iterator[Etmv4Packet]:
     """Read the ETMv4/ETE packets of one trace ID's stream (see the module docstring).
 
-    Once synchronised, one loop reads every packet, with the reader state in
-    local variables.
+    The stream is read block by block (``stream.blocks()``) through a
+    :class:`~cstrace.capture.window.BlockWindow`: a packet cut by the end of a
+    block is read again, whole, from the start of the next window, so packets do
+    not depend on block boundaries and memory does not grow with the stream.
+    Within a window, one loop reads every packet, with the reader state in local
+    variables.
     """
-    data = stream.data
-    n = len(data)
-    if n == 0:
+    win = BlockWindow(stream)
+    if not win.advance(0):
         return
-    rp: list[int] = stream.run_pos.tolist()
-    ri: list[int] = stream.run_idx.tolist()
-    nruns = len(rp)
-    pos = yield from _unsynced(data, n, rp, ri, complete)
+    pos = yield from _unsynced(win, complete)
     if pos < 0:
         return
+    data = win.data
+    n = len(data)
+    rp = win.run_pos
+    ri = win.run_idx
+    nruns = len(rp)
 
     handlers, kinds = header_table(config)
     atom_fields = _ATOM_FIELDS
@@ -755,313 +773,368 @@ def iter_packets(
     ti_info = 0
     cc_thr = 0
 
-    while pos < n:
-        if pos >= run_end:
-            while k + 1 < nruns and rp[k + 1] <= pos:
-                k += 1
-            run_end = rp[k + 1] if k + 1 < nruns else n + 1
-            delta = ri[k] - rp[k]
-        off = pos + delta
-        hdr = data[pos]
-        h = handlers[hdr]
+    while True:
+        while pos < n:
+            if pos >= run_end:
+                while k + 1 < nruns and rp[k + 1] <= pos:
+                    k += 1
+                run_end = rp[k + 1] if k + 1 < nruns else n + 1
+                delta = ri[k] - rp[k]
+            off = pos + delta
+            hdr = data[pos]
+            h = handlers[hdr]
 
-        if h == H_ATOM:
-            # runs of atoms are most of the trace: stay in this loop while they last
-            stop = run_end if run_end < n else n
-            fields = atom_fields[hdr]
-            while True:
-                # built without an __init__ call: this is the hottest line of the reader
-                pkt = new_obj(Atom)
-                pkt.offset = off
-                pkt.raw, pkt.kind, pkt.bits, pkt.count = fields  # type: ignore[misc]
-                yield pkt
-                pos += 1
-                if pos >= stop:
-                    break
-                fields = atom_fields[data[pos]]
-                if fields is None:
-                    break
-                off += 1
-            continue
+            if h == H_ATOM:
+                # runs of atoms are most of the trace: stay in this loop while they last
+                stop = run_end if run_end < n else n
+                fields = atom_fields[hdr]
+                while True:
+                    # built without an __init__ call: this is the hottest line of the reader
+                    pkt = new_obj(Atom)
+                    pkt.offset = off
+                    pkt.raw, pkt.kind, pkt.bits, pkt.count = fields  # type: ignore[misc]
+                    yield pkt
+                    pos += 1
+                    if pos >= stop:
+                        break
+                    fields = atom_fields[data[pos]]
+                    if fields is None:
+                        break
+                    off += 1
+                continue
 
-        kind = kinds[hdr]
-        end = pos + 1  # exclusive end of the packet, extended by each reader below
-        try:
-            if h == H_ADDR_SHORT:
-                if end >= n:
-                    break
-                isa = 1 if hdr in (0x96, 0xB5) else 0
-                c1 = data[end]
-                shift = 2 - isa
-                value = (c1 & 0x7F) << shift
-                nbits = 7 + shift
-                end += 1
-                if c1 & 0x80:
+            kind = kinds[hdr]
+            end = pos + 1  # exclusive end of the packet, extended by each reader below
+            try:
+                if h == H_ADDR_SHORT:
                     if end >= n:
                         break
-                    value |= data[end] << (7 + shift)
-                    nbits += 8
+                    isa = 1 if hdr in (0x96, 0xB5) else 0
+                    c1 = data[end]
+                    shift = 2 - isa
+                    value = (c1 & 0x7F) << shift
+                    nbits = 7 + shift
                     end += 1
-                mask = (1 << nbits) - 1
-                a2, i2, b2 = a1, i1, b1
-                a1, i1, b1 = a0, i0, b0
-                a0 = (a0 & ~mask) | (value & mask)
-                i0 = isa
-                b0 = nbits
-                apkt = cast(Address, new_obj(Address if hdr < 0xB0 else SourceAddress))
-                apkt.offset = off
-                apkt.raw = data[pos:end]
-                apkt.kind = kind
-                apkt.address = a0
-                apkt.isa = isa
-                apkt.pkt_bits = nbits
-                yield apkt
-
-            elif h == H_ADDR_MATCH:
-                idx = hdr & 0x3
-                # the matched entry is copied to the front: [e_idx, e0, e1] (e2 drops out)
-                if idx == 1:
-                    a0, a1, a2 = a1, a0, a1
-                    i0, i1, i2 = i1, i0, i1
-                    b0, b1, b2 = b1, b0, b1
-                elif idx == 2:
-                    a0, a1, a2 = a2, a0, a1
-                    i0, i1, i2 = i2, i0, i1
-                    b0, b1, b2 = b2, b0, b1
-                else:
+                    if c1 & 0x80:
+                        if end >= n:
+                            break
+                        value |= data[end] << (7 + shift)
+                        nbits += 8
+                        end += 1
+                    mask = (1 << nbits) - 1
                     a2, i2, b2 = a1, i1, b1
                     a1, i1, b1 = a0, i0, b0
-                mpkt = cast(
-                    AddressMatch, new_obj(AddressMatch if hdr < 0xB0 else SourceAddressMatch)
-                )
-                mpkt.offset = off
-                mpkt.raw = raw1[hdr]
-                mpkt.kind = kind
-                mpkt.index = idx
-                mpkt.address = a0
-                mpkt.isa = i0
-                mpkt.pkt_bits = b0
-                yield mpkt
+                    a0 = (a0 & ~mask) | (value & mask)
+                    i0 = isa
+                    b0 = nbits
+                    apkt = cast(Address, new_obj(Address if hdr < 0xB0 else SourceAddress))
+                    apkt.offset = off
+                    apkt.raw = data[pos:end]
+                    apkt.kind = kind
+                    apkt.address = a0
+                    apkt.isa = isa
+                    apkt.pkt_bits = nbits
+                    yield apkt
 
-            elif h == H_ADDR_LONG:
-                isa, wide, source = _LONG[hdr]
-                a2, i2, b2 = a1, i1, b1
-                a1, i1, b1 = a0, i0, b0
-                if wide:
-                    end = pos + 9
+                elif h == H_ADDR_MATCH:
+                    idx = hdr & 0x3
+                    # the matched entry is copied to the front: [e_idx, e0, e1] (e2 drops out)
+                    if idx == 1:
+                        a0, a1, a2 = a1, a0, a1
+                        i0, i1, i2 = i1, i0, i1
+                        b0, b1, b2 = b1, b0, b1
+                    elif idx == 2:
+                        a0, a1, a2 = a2, a0, a1
+                        i0, i1, i2 = i2, i0, i1
+                        b0, b1, b2 = b2, b0, b1
+                    else:
+                        a2, i2, b2 = a1, i1, b1
+                        a1, i1, b1 = a0, i0, b0
+                    mpkt = cast(
+                        AddressMatch, new_obj(AddressMatch if hdr < 0xB0 else SourceAddressMatch)
+                    )
+                    mpkt.offset = off
+                    mpkt.raw = raw1[hdr]
+                    mpkt.kind = kind
+                    mpkt.index = idx
+                    mpkt.address = a0
+                    mpkt.isa = i0
+                    mpkt.pkt_bits = b0
+                    yield mpkt
+
+                elif h == H_ADDR_LONG:
+                    isa, wide, source = _LONG[hdr]
+                    # check the length before touching the history: a packet cut by
+                    # the end of a block is read again with the next one
+                    end = pos + (9 if wide else 5)
                     if end > n:
                         break
-                    a0 = _long_address(data, pos + 1, isa, True)
-                    b0 = 64
-                else:
-                    end = pos + 5
-                    if end > n:
+                    a2, i2, b2 = a1, i1, b1
+                    a1, i1, b1 = a0, i0, b0
+                    if wide:
+                        a0 = _long_address(data, pos + 1, isa, True)
+                        b0 = 64
+                    else:
+                        if isa:
+                            value = ((data[pos + 1] & 0x7F) << 1) | (data[pos + 2] << 8)
+                        else:
+                            value = ((data[pos + 1] & 0x7F) << 2) | ((data[pos + 2] & 0x7F) << 9)
+                        value |= (data[pos + 3] << 16) | (data[pos + 4] << 24)
+                        if ctx_valid and c_sf:
+                            a0 = (a0 & ~0xFFFFFFFF) | value
+                        else:
+                            a0 = value
+                        b0 = 32
+                    i0 = isa
+                    lpkt = cast(Address, new_obj(SourceAddress if source else Address))
+                    lpkt.offset = off
+                    lpkt.raw = data[pos:end]
+                    lpkt.kind = kind
+                    lpkt.address = a0
+                    lpkt.isa = isa
+                    lpkt.pkt_bits = b0
+                    yield lpkt
+
+                elif h == H_CCNT_F3:
+                    commit = None if commit_opt1 else ((hdr >> 2) & 0x3) + 1
+                    yield CycleCount(off, raw1[hdr], kind, cc_thr + (hdr & 0x3), commit)
+
+                elif h == H_CCNT_F2:
+                    if end >= n:
                         break
-                    if isa:
-                        value = ((data[pos + 1] & 0x7F) << 1) | (data[pos + 2] << 8)
-                    else:
-                        value = ((data[pos + 1] & 0x7F) << 2) | ((data[pos + 2] & 0x7F) << 9)
-                    value |= (data[pos + 3] << 16) | (data[pos + 4] << 24)
-                    if ctx_valid and c_sf:
-                        a0 = (a0 & ~0xFFFFFFFF) | value
-                    else:
-                        a0 = value
-                    b0 = 32
-                i0 = isa
-                lpkt = cast(Address, new_obj(SourceAddress if source else Address))
-                lpkt.offset = off
-                lpkt.raw = data[pos:end]
-                lpkt.kind = kind
-                lpkt.address = a0
-                lpkt.isa = isa
-                lpkt.pkt_bits = b0
-                yield lpkt
+                    c1 = data[end]
+                    end += 1
+                    base = (max_spec - 15) if c1 & 0x1 else 1
+                    commit = ((c1 >> 4) & 0xF) + base
+                    yield CycleCount(off, data[pos:end], kind, cc_thr + (c1 & 0xF), commit)
 
-            elif h == H_CCNT_F3:
-                commit = None if commit_opt1 else ((hdr >> 2) & 0x3) + 1
-                yield CycleCount(off, raw1[hdr], kind, cc_thr + (hdr & 0x3), commit)
+                elif h == H_NO_PAYLOAD:
+                    yield _SIMPLE[kind](off, raw1[hdr])
 
-            elif h == H_CCNT_F2:
-                if end >= n:
-                    break
-                c1 = data[end]
-                end += 1
-                base = (max_spec - 15) if c1 & 0x1 else 1
-                commit = ((c1 >> 4) & 0xF) + base
-                yield CycleCount(off, data[pos:end], kind, cc_thr + (c1 & 0xF), commit)
-
-            elif h == H_NO_PAYLOAD:
-                yield _SIMPLE[kind](off, raw1[hdr])
-
-            elif h == H_EXCEPT:
-                if end >= n:
-                    break
-                c1 = data[end]
-                size = 3
-                if not c1 & 0x80:
-                    size = 2
-                if is_ete and ((c1 >> 1) & 0x1F) in (0x0, 0x18):
+                elif h == H_EXCEPT:
+                    if end >= n:
+                        break
+                    c1 = data[end]
                     size = 3
-                end = pos + size
-                if end > n:
-                    break
-                etype = (c1 >> 1) & 0x1F
-                interp = ((c1 & 0x40) >> 5) | (c1 & 0x1)
-                fault = False
-                if c1 & 0x80:
-                    c2 = data[pos + 2]
-                    etype |= (c2 & 0x1F) << 5
-                    fault = bool((c2 >> 5) & 0x1)
-                ekind = P.EXCEPT
-                if is_ete and etype in (0x0, 0x18):
-                    # PE reset / transaction failure: the address history gets 0 (64-bit IS0)
-                    a2, i2, b2 = a1, i1, b1
-                    a1, i1, b1 = a0, i0, b0
-                    a0, i0, b0 = 0, 0, 64
-                    ekind = P.TRANS_FAIL if etype == 0x18 else P.PE_RESET
-                yield Exception_(off, data[pos:end], ekind, etype, interp, fault, m_type)
-
-            elif h == H_TIMESTAMP:
-                has_cc = hdr & 0x1
-                q = end
-                tsb = 0
-                ts_done = False
-                while q < n:
-                    c = data[q]
-                    q += 1
-                    tsb += 1
-                    if tsb == 9 or not c & 0x80:
-                        ts_done = True
+                    if not c1 & 0x80:
+                        size = 2
+                    if is_ete and ((c1 >> 1) & 0x1F) in (0x0, 0x18):
+                        size = 3
+                    end = pos + size
+                    if end > n:
                         break
-                if not ts_done:
-                    end = n
-                    break
-                ts_end = q
-                if has_cc:
-                    while q < n and data[q] & 0x80:
+                    etype = (c1 >> 1) & 0x1F
+                    interp = ((c1 & 0x40) >> 5) | (c1 & 0x1)
+                    fault = False
+                    if c1 & 0x80:
+                        c2 = data[pos + 2]
+                        etype |= (c2 & 0x1F) << 5
+                        fault = bool((c2 >> 5) & 0x1)
+                    ekind = P.EXCEPT
+                    if is_ete and etype in (0x0, 0x18):
+                        # PE reset / transaction failure: the address history gets 0 (64-bit IS0)
+                        a2, i2, b2 = a1, i1, b1
+                        a1, i1, b1 = a0, i0, b0
+                        a0, i0, b0 = 0, 0, 64
+                        ekind = P.TRANS_FAIL if etype == 0x18 else P.PE_RESET
+                    yield Exception_(off, data[pos:end], ekind, etype, interp, fault, m_type)
+
+                elif h == H_TIMESTAMP:
+                    has_cc = hdr & 0x1
+                    q = end
+                    tsb = 0
+                    ts_done = False
+                    while q < n:
+                        c = data[q]
                         q += 1
+                        tsb += 1
+                        if tsb == 9 or not c & 0x80:
+                            ts_done = True
+                            break
+                    if not ts_done:
+                        end = n
+                        break
+                    ts_end = q
+                    if has_cc:
+                        while q < n and data[q] & 0x80:
+                            q += 1
+                        if q >= n:
+                            end = n
+                            break
+                        q += 1
+                    end = q
+                    value = 0
+                    for i in range(tsb):
+                        c = data[pos + 1 + i]
+                        value |= (c if i == 8 else c & 0x7F) << (7 * i)
+                    ts_bits = tsb * 7 if tsb < 9 else 64
+                    if not ts_valid and seen_trace_info:
+                        ts_bits = 64
+                    mask = (1 << ts_bits) - 1
+                    ts = ((ts & ~mask) | (value & mask)) & _MASK64
+                    ts_valid = True
+                    cc: int | None = None
+                    if has_cc:
+                        cc, _ = _cont_field(data, ts_end, end, 3)
+                        cc &= cc_mask
+                    yield Timestamp(off, data[pos:end], ts, ts_bits, cc)
+
+                elif h == H_TRACE_INFO:
+                    if end >= n:
+                        break
+                    ctrl = data[end]
+                    end += 1
+                    sect = (~ctrl) & _TI_ALL_SECT
+                    if not ctrl & 0x80:
+                        sect |= _TI_CTRL
+                    ctrl_bytes = 1
+                    while sect != _TI_ALL:
+                        if end >= n:
+                            break
+                        c = data[end]
+                        end += 1
+                        done = not c & 0x80
+                        if not sect & _TI_CTRL:
+                            if done:
+                                sect |= _TI_CTRL
+                            ctrl_bytes += 1
+                        elif not sect & _TI_INFO:
+                            if done:
+                                sect |= _TI_INFO
+                        elif not sect & _TI_KEY:
+                            if done:
+                                sect |= _TI_KEY
+                        elif not sect & _TI_SPEC:
+                            if done:
+                                sect |= _TI_SPEC
+                        elif not sect & _TI_CYCT:
+                            if done:
+                                sect |= _TI_CYCT
+                        elif done:
+                            sect |= _TI_WNDW
+                    if sect != _TI_ALL:
+                        break
+                    present = ctrl & _TI_ALL_SECT
+                    q = pos + 1 + ctrl_bytes
+                    key = spec = cyct = None
+                    if present & _TI_INFO and q < end:
+                        ti_info, used = _cont_field(data, q, end, 5)
+                        q += used
+                    if present & _TI_KEY and q < end:
+                        key, used = _cont_field(data, q, end, 5)
+                        q += used
+                    if present & _TI_SPEC and q < end:
+                        spec, used = _cont_field(data, q, end, 5)
+                        q += used
+                    if present & _TI_CYCT and q < end:
+                        cyct, used = _cont_field(data, q, end, 5)
+                        q += used
+                    if present & _TI_WNDW and q < end:
+                        _cont_field(data, q, end, 5)  # commit window: read, unused
+                    ts_valid = False
+                    cc_thr = 0 if cyct is None else cyct
+                    yield TraceInfo(
+                        off, data[pos:end], ti_info, key, spec, cyct, not seen_trace_info
+                    )
+                    seen_trace_info = True
+
+                elif h == H_CTXT:
+                    if hdr == 0x80:
+                        ctx_valid = True
+                        yield Context(
+                            off,
+                            raw1[hdr],
+                            False,
+                            c_el,
+                            c_sf,
+                            c_ns,
+                            c_nse,
+                            c_cid,
+                            c_vmid,
+                            False,
+                            False,
+                        )
+                    else:
+                        if end >= n:
+                            break
+                        info = data[end]
+                        end += 1
+                        nv = nc = 0
+                        if info & 0xC0:
+                            nv = vmid_bytes_cfg if info & 0x40 else 0
+                            nc = cid_bytes_cfg if info & 0x80 else 0
+                            end += max(1, nv + nc)
+                            if end > n:
+                                end = n
+                                break
+                        ctx_valid = True
+                        c_el = info & 0x3
+                        c_sf = bool(info & 0x10)
+                        c_ns = bool(info & 0x20)
+                        c_nse = bool(info & 0x08)
+                        q = pos + 2
+                        if nv:
+                            c_vmid = int.from_bytes(data[q : q + nv], "little")
+                            q += nv
+                        if nc:
+                            c_cid = int.from_bytes(data[q : q + nc], "little")
+                        yield Context(
+                            off,
+                            data[pos:end],
+                            True,
+                            c_el,
+                            c_sf,
+                            c_ns,
+                            c_nse,
+                            c_cid,
+                            c_vmid,
+                            nc > 0,
+                            nv > 0,
+                        )
+
+                elif h == H_ADDR_CTXT:
+                    isa, wide = _ADDR_CTXT[hdr]
+                    q = pos + (9 if wide else 5)
                     if q >= n:
                         end = n
                         break
-                    q += 1
-                end = q
-                value = 0
-                for i in range(tsb):
-                    c = data[pos + 1 + i]
-                    value |= (c if i == 8 else c & 0x7F) << (7 * i)
-                ts_bits = tsb * 7 if tsb < 9 else 64
-                if not ts_valid and seen_trace_info:
-                    ts_bits = 64
-                mask = (1 << ts_bits) - 1
-                ts = ((ts & ~mask) | (value & mask)) & _MASK64
-                ts_valid = True
-                cc: int | None = None
-                if has_cc:
-                    cc, _ = _cont_field(data, ts_end, end, 3)
-                    cc &= cc_mask
-                yield Timestamp(off, data[pos:end], ts, ts_bits, cc)
-
-            elif h == H_TRACE_INFO:
-                if end >= n:
-                    break
-                ctrl = data[end]
-                end += 1
-                sect = (~ctrl) & _TI_ALL_SECT
-                if not ctrl & 0x80:
-                    sect |= _TI_CTRL
-                ctrl_bytes = 1
-                while sect != _TI_ALL:
-                    if end >= n:
+                    info = data[q]
+                    nv = vmid_bytes_cfg if info & 0x40 else 0
+                    nc = cid_bytes_cfg if info & 0x80 else 0
+                    end = q + 1 + nv + nc
+                    if end > n:
+                        end = n
                         break
-                    c = data[end]
-                    end += 1
-                    done = not c & 0x80
-                    if not sect & _TI_CTRL:
-                        if done:
-                            sect |= _TI_CTRL
-                        ctrl_bytes += 1
-                    elif not sect & _TI_INFO:
-                        if done:
-                            sect |= _TI_INFO
-                    elif not sect & _TI_KEY:
-                        if done:
-                            sect |= _TI_KEY
-                    elif not sect & _TI_SPEC:
-                        if done:
-                            sect |= _TI_SPEC
-                    elif not sect & _TI_CYCT:
-                        if done:
-                            sect |= _TI_CYCT
-                    elif done:
-                        sect |= _TI_WNDW
-                if sect != _TI_ALL:
-                    break
-                present = ctrl & _TI_ALL_SECT
-                q = pos + 1 + ctrl_bytes
-                key = spec = cyct = None
-                if present & _TI_INFO and q < end:
-                    ti_info, used = _cont_field(data, q, end, 5)
-                    q += used
-                if present & _TI_KEY and q < end:
-                    key, used = _cont_field(data, q, end, 5)
-                    q += used
-                if present & _TI_SPEC and q < end:
-                    spec, used = _cont_field(data, q, end, 5)
-                    q += used
-                if present & _TI_CYCT and q < end:
-                    cyct, used = _cont_field(data, q, end, 5)
-                    q += used
-                if present & _TI_WNDW and q < end:
-                    _cont_field(data, q, end, 5)  # commit window: read, unused
-                ts_valid = False
-                cc_thr = 0 if cyct is None else cyct
-                yield TraceInfo(off, data[pos:end], ti_info, key, spec, cyct, not seen_trace_info)
-                seen_trace_info = True
-
-            elif h == H_CTXT:
-                if hdr == 0x80:
-                    ctx_valid = True
-                    yield Context(
-                        off,
-                        raw1[hdr],
-                        False,
-                        c_el,
-                        c_sf,
-                        c_ns,
-                        c_nse,
-                        c_cid,
-                        c_vmid,
-                        False,
-                        False,
-                    )
-                else:
-                    if end >= n:
-                        break
-                    info = data[end]
-                    end += 1
-                    nv = nc = 0
-                    if info & 0xC0:
-                        nv = vmid_bytes_cfg if info & 0x40 else 0
-                        nc = cid_bytes_cfg if info & 0x80 else 0
-                        end += max(1, nv + nc)
-                        if end > n:
-                            end = n
-                            break
+                    value = _long_address(data, pos + 1, isa, wide)
+                    a2, i2, b2 = a1, i1, b1
+                    a1, i1, b1 = a0, i0, b0
+                    if wide:
+                        a0 = value
+                        b0 = 64
+                    else:
+                        if not (ctx_valid and c_sf):
+                            a0 &= 0xFFFFFFFF
+                        a0 = (a0 & ~0xFFFFFFFF) | value
+                        b0 = 32
+                    i0 = isa
                     ctx_valid = True
                     c_el = info & 0x3
                     c_sf = bool(info & 0x10)
                     c_ns = bool(info & 0x20)
                     c_nse = bool(info & 0x08)
-                    q = pos + 2
+                    q += 1
                     if nv:
                         c_vmid = int.from_bytes(data[q : q + nv], "little")
                         q += nv
                     if nc:
                         c_cid = int.from_bytes(data[q : q + nc], "little")
-                    yield Context(
+                    yield AddressContext(
                         off,
                         data[pos:end],
-                        True,
+                        kind,
+                        a0,
+                        isa,
+                        b0,
                         c_el,
                         c_sf,
                         c_ns,
@@ -1072,302 +1145,260 @@ def iter_packets(
                         nv > 0,
                     )
 
-            elif h == H_ADDR_CTXT:
-                isa, wide = _ADDR_CTXT[hdr]
-                q = pos + (9 if wide else 5)
-                if q >= n:
-                    end = n
-                    break
-                info = data[q]
-                nv = vmid_bytes_cfg if info & 0x40 else 0
-                nc = cid_bytes_cfg if info & 0x80 else 0
-                end = q + 1 + nv + nc
-                if end > n:
-                    end = n
-                    break
-                value = _long_address(data, pos + 1, isa, wide)
-                a2, i2, b2 = a1, i1, b1
-                a1, i1, b1 = a0, i0, b0
-                if wide:
-                    a0 = value
-                    b0 = 64
-                else:
-                    if not (ctx_valid and c_sf):
-                        a0 &= 0xFFFFFFFF
-                    a0 = (a0 & ~0xFFFFFFFF) | value
-                    b0 = 32
-                i0 = isa
-                ctx_valid = True
-                c_el = info & 0x3
-                c_sf = bool(info & 0x10)
-                c_ns = bool(info & 0x20)
-                c_nse = bool(info & 0x08)
-                q += 1
-                if nv:
-                    c_vmid = int.from_bytes(data[q : q + nv], "little")
-                    q += nv
-                if nc:
-                    c_cid = int.from_bytes(data[q : q + nc], "little")
-                yield AddressContext(
-                    off,
-                    data[pos:end],
-                    kind,
-                    a0,
-                    isa,
-                    b0,
-                    c_el,
-                    c_sf,
-                    c_ns,
-                    c_nse,
-                    c_cid,
-                    c_vmid,
-                    nc > 0,
-                    nv > 0,
-                )
-
-            elif h == H_EXTENSION:
-                if end >= n:
-                    break
-                c1 = data[end]
-                end += 1
-                if c1 == 0x03:
-                    yield Discard(off, data[pos:end])
-                elif c1 == 0x05:
-                    yield Overflow(off, data[pos:end])
-                elif c1 == 0x00:
-                    kind = P.ASYNC
-                    async_done = False
-                    while end < n:
-                        c = data[end]
-                        end += 1
-                        size = end - pos
-                        if c != 0:
-                            if size == 12 and c == 0x80:
-                                yield Async(off, data[pos:end])
-                            else:
-                                yield BadPacket(off, data[pos:end], P.BAD_SEQUENCE, P.ASYNC)
-                            async_done = True
-                            break
-                        if size == 12:
-                            yield BadPacket(off, data[pos:end], P.BAD_SEQUENCE, P.ASYNC)
-                            async_done = True
-                            break
-                    if not async_done:
-                        break
-                else:
-                    yield BadPacket(off, data[pos:end], P.BAD_SEQUENCE, P.EXTENSION)
-
-            elif h == H_SPEC_FIELD:
-                while end < n and data[end] & 0x80:
-                    end += 1
-                if end >= n:
-                    end = n
-                    break
-                end += 1
-                value, _ = _cont_field(data, pos + 1, end, 5)
-                if kind == P.COMMIT:
-                    yield Commit(off, data[pos:end], value)
-                else:
-                    yield Cancel(off, data[pos:end], kind, value)
-
-            elif h == H_MISPREDICT:
-                sel = hdr & 0x3
-                abits, acount = ((0, 0), (1, 1), (3, 2), (0, 1))[sel]
-                if kind == P.MISPREDICT:
-                    yield Mispredict(off, raw1[hdr], abits, acount)
-                else:
-                    yield Cancel(off, raw1[hdr], kind, 1, abits, acount)
-
-            elif h == H_CANCEL_F3:
-                yield Cancel(off, raw1[hdr], kind, ((hdr >> 1) & 0x3) + 2, hdr & 0x1, hdr & 0x1)
-
-            elif h == H_CCNT_F1:
-                has_count = not hdr & 0x1
-                commit_done = commit_opt1
-                count_done = not has_count
-                while not (commit_done and count_done):
-                    if end >= n:
-                        break
-                    c = data[end]
-                    end += 1
-                    if not commit_done:
-                        commit_done = not c & 0x80
-                    else:
-                        count_done = not c & 0x80
-                if not (commit_done and count_done):
-                    break
-                q = pos + 1
-                commit = None
-                if not commit_opt1:
-                    commit, used = _cont_field(data, q, end, 5)
-                    q += used
-                if has_count:
-                    count, _ = _cont_field(data, q, end, 3)
-                    yield CycleCount(off, data[pos:end], kind, count + cc_thr, commit)
-                else:
-                    yield CycleCount(off, data[pos:end], kind, 0, commit, True)
-
-            elif h == H_EVENT:
-                yield Event(off, raw1[hdr], hdr & 0xF)
-
-            elif h == H_Q:
-                qtype = hdr & 0xF
-                has_addr = addr_match = False
-                addr_short = True
-                q_is = 1
-                nab = 0
-                count_done = False
-                if qtype <= 2:
-                    has_addr = addr_match = True
-                elif qtype == 0x5 or qtype == 0x6:
-                    has_addr = True
-                    nab = 2
-                    q_is = 0 if qtype == 0x5 else 1
-                elif qtype == 0xA or qtype == 0xB:
-                    has_addr = True
-                    addr_short = False
-                    nab = 4
-                    q_is = 0 if qtype == 0xA else 1
-                elif qtype == 0xF:
-                    count_done = True
-                while nab > 0 or not count_done:
-                    if end >= n:
-                        break
-                    c = data[end]
-                    end += 1
-                    if nab > 0:
-                        if addr_short and nab == 2 and not c & 0x80:
-                            nab -= 1
-                        nab -= 1
-                    else:
-                        count_done = not c & 0x80
-                if nab > 0 or not count_done:
-                    break
-                q = pos + 1
-                qidx = 0
-                if has_addr:
-                    if addr_match:
-                        qidx = qtype & 0x3
-                        if qidx == 1:
-                            a0, a1, a2 = a1, a0, a1
-                            i0, i1, i2 = i1, i0, i1
-                            b0, b1, b2 = b1, b0, b1
-                        elif qidx == 2:
-                            a0, a1, a2 = a2, a0, a1
-                            i0, i1, i2 = i2, i0, i1
-                            b0, b1, b2 = b2, b0, b1
-                        else:
-                            a2, i2, b2 = a1, i1, b1
-                            a1, i1, b1 = a0, i0, b0
-                    else:
-                        a2, i2, b2 = a1, i1, b1
-                        a1, i1, b1 = a0, i0, b0
-                        if addr_short:
-                            c1 = data[q]
-                            shift = 2 - q_is
-                            value = (c1 & 0x7F) << shift
-                            nbits = 7 + shift
-                            q += 1
-                            if c1 & 0x80:
-                                value |= data[q] << (7 + shift)
-                                nbits += 8
-                                q += 1
-                            mask = (1 << nbits) - 1
-                            a0 = (a0 & ~mask) | (value & mask)
-                            b0 = nbits
-                        else:
-                            value = _long_address(data, q, q_is, False)
-                            q += 4
-                            if not (ctx_valid and c_sf):
-                                a0 &= 0xFFFFFFFF
-                            a0 = (a0 & ~0xFFFFFFFF) | value
-                            b0 = 32
-                        i0 = q_is
-                qcount: int | None = None
-                if qtype != 0xF:
-                    qcount, _ = _cont_field(data, q, end, 5)
-                yield Q(off, data[pos:end], qtype, qcount, has_addr, addr_match, qidx, a0, i0, b0)
-
-            elif h == H_RESERVED:
-                yield BadPacket(off, raw1[hdr], P.RESERVED, kind)
-
-            elif h == H_RESERVED_CFG:
-                yield BadPacket(off, raw1[hdr], P.RESERVED_CFG, kind)
-
-            elif h == H_DSM:
-                yield DataSyncMarker(off, raw1[hdr], kind, hdr & 0x7)
-
-            elif h == H_ITE:
-                end = pos + 10
-                if end > n:
-                    break
-                value = int.from_bytes(data[pos + 2 : end], "little")
-                yield Instrumentation(off, data[pos:end], data[pos + 1], value)
-
-            elif h == H_COND_INSTR:
-                if kind == P.COND_I_F2:
-                    sel = hdr & 0x3
-                    num = 2 if sel == 2 else 1
-                    yield CondInstr(off, raw1[hdr], kind, 0, num, sel != 1)
-                elif kind == P.COND_I_F3:
+                elif h == H_EXTENSION:
                     if end >= n:
                         break
                     c1 = data[end]
                     end += 1
-                    num = ((c1 >> 1) & 0x3F) + (c1 & 0x1)
-                    yield CondInstr(off, data[pos:end], kind, 0, num, False, bool(c1 & 0x1))
-                else:
+                    if c1 == 0x03:
+                        yield Discard(off, data[pos:end])
+                    elif c1 == 0x05:
+                        yield Overflow(off, data[pos:end])
+                    elif c1 == 0x00:
+                        kind = P.ASYNC
+                        async_done = False
+                        while end < n:
+                            c = data[end]
+                            end += 1
+                            size = end - pos
+                            if c != 0:
+                                if size == 12 and c == 0x80:
+                                    yield Async(off, data[pos:end])
+                                else:
+                                    yield BadPacket(off, data[pos:end], P.BAD_SEQUENCE, P.ASYNC)
+                                async_done = True
+                                break
+                            if size == 12:
+                                yield BadPacket(off, data[pos:end], P.BAD_SEQUENCE, P.ASYNC)
+                                async_done = True
+                                break
+                        if not async_done:
+                            break
+                    else:
+                        yield BadPacket(off, data[pos:end], P.BAD_SEQUENCE, P.EXTENSION)
+
+                elif h == H_SPEC_FIELD:
                     while end < n and data[end] & 0x80:
                         end += 1
                     if end >= n:
                         end = n
                         break
                     end += 1
-                    ckey, _ = _cont_field(data, pos + 1, end, 5)
-                    yield CondInstr(off, data[pos:end], kind, ckey)
+                    value, _ = _cont_field(data, pos + 1, end, 5)
+                    if kind == P.COMMIT:
+                        yield Commit(off, data[pos:end], value)
+                    else:
+                        yield Cancel(off, data[pos:end], kind, value)
 
-            elif h == H_COND_RESULT:
-                if kind == P.COND_RES_F2:
-                    yield CondResult(
-                        off, raw1[hdr], kind, key_incr=2 if hdr & 0x4 else 1, token=hdr & 0x3
-                    )
-                elif kind == P.COND_RES_F4:
-                    yield CondResult(off, raw1[hdr], kind, token=hdr & 0x3)
-                elif kind == P.COND_RES_F3:
-                    if end >= n:
-                        break
-                    end += 1
-                    tokens = data[pos + 1] | ((hdr & 0xF) << 8)
-                    yield CondResult(off, data[pos:end], kind, tokens=tokens)
-                else:
-                    two = (hdr & 0xFC) != 0x6C
-                    p1 = False
-                    p2 = not two
-                    while not (p1 and p2):
+                elif h == H_MISPREDICT:
+                    sel = hdr & 0x3
+                    abits, acount = ((0, 0), (1, 1), (3, 2), (0, 1))[sel]
+                    if kind == P.MISPREDICT:
+                        yield Mispredict(off, raw1[hdr], abits, acount)
+                    else:
+                        yield Cancel(off, raw1[hdr], kind, 1, abits, acount)
+
+                elif h == H_CANCEL_F3:
+                    yield Cancel(off, raw1[hdr], kind, ((hdr >> 1) & 0x3) + 2, hdr & 0x1, hdr & 0x1)
+
+                elif h == H_CCNT_F1:
+                    has_count = not hdr & 0x1
+                    commit_done = commit_opt1
+                    count_done = not has_count
+                    while not (commit_done and count_done):
                         if end >= n:
                             break
                         c = data[end]
                         end += 1
-                        if not p1:
-                            p1 = not c & 0x80
+                        if not commit_done:
+                            commit_done = not c & 0x80
                         else:
-                            p2 = not c & 0x80
-                    if not (p1 and p2):
+                            count_done = not c & 0x80
+                    if not (commit_done and count_done):
                         break
-                    key0, res0, used = _cond_result_field(data, pos + 1, end)
-                    results = [(key0, res0, hdr & 0x1)]
-                    if two:
-                        key1, res1, _ = _cond_result_field(data, pos + 1 + used, end)
-                        results.append((key1, res1, (hdr >> 1) & 0x1))
-                    yield CondResult(off, data[pos:end], kind, results=tuple(results))
+                    q = pos + 1
+                    commit = None
+                    if not commit_opt1:
+                        commit, used = _cont_field(data, q, end, 5)
+                        q += used
+                    if has_count:
+                        count, _ = _cont_field(data, q, end, 3)
+                        yield CycleCount(off, data[pos:end], kind, count + cc_thr, commit)
+                    else:
+                        yield CycleCount(off, data[pos:end], kind, 0, commit, True)
 
-            else:  # pragma: no cover - every handler code is listed above
-                raise AssertionError(f"no reader for handler {h}")
-        except _BadSequence:
-            yield BadPacket(off, data[pos:end], P.BAD_SEQUENCE, kind)
-        pos = end
-    else:
-        return
-    # the stream ended inside the packet at ``pos``
-    if complete:
-        yield BadPacket(off, data[pos:n], P.INCOMPLETE_EOT, kind)
+                elif h == H_EVENT:
+                    yield Event(off, raw1[hdr], hdr & 0xF)
+
+                elif h == H_Q:
+                    qtype = hdr & 0xF
+                    has_addr = addr_match = False
+                    addr_short = True
+                    q_is = 1
+                    nab = 0
+                    count_done = False
+                    if qtype <= 2:
+                        has_addr = addr_match = True
+                    elif qtype == 0x5 or qtype == 0x6:
+                        has_addr = True
+                        nab = 2
+                        q_is = 0 if qtype == 0x5 else 1
+                    elif qtype == 0xA or qtype == 0xB:
+                        has_addr = True
+                        addr_short = False
+                        nab = 4
+                        q_is = 0 if qtype == 0xA else 1
+                    elif qtype == 0xF:
+                        count_done = True
+                    while nab > 0 or not count_done:
+                        if end >= n:
+                            break
+                        c = data[end]
+                        end += 1
+                        if nab > 0:
+                            if addr_short and nab == 2 and not c & 0x80:
+                                nab -= 1
+                            nab -= 1
+                        else:
+                            count_done = not c & 0x80
+                    if nab > 0 or not count_done:
+                        break
+                    q = pos + 1
+                    qidx = 0
+                    if has_addr:
+                        if addr_match:
+                            qidx = qtype & 0x3
+                            if qidx == 1:
+                                a0, a1, a2 = a1, a0, a1
+                                i0, i1, i2 = i1, i0, i1
+                                b0, b1, b2 = b1, b0, b1
+                            elif qidx == 2:
+                                a0, a1, a2 = a2, a0, a1
+                                i0, i1, i2 = i2, i0, i1
+                                b0, b1, b2 = b2, b0, b1
+                            else:
+                                a2, i2, b2 = a1, i1, b1
+                                a1, i1, b1 = a0, i0, b0
+                        else:
+                            a2, i2, b2 = a1, i1, b1
+                            a1, i1, b1 = a0, i0, b0
+                            if addr_short:
+                                c1 = data[q]
+                                shift = 2 - q_is
+                                value = (c1 & 0x7F) << shift
+                                nbits = 7 + shift
+                                q += 1
+                                if c1 & 0x80:
+                                    value |= data[q] << (7 + shift)
+                                    nbits += 8
+                                    q += 1
+                                mask = (1 << nbits) - 1
+                                a0 = (a0 & ~mask) | (value & mask)
+                                b0 = nbits
+                            else:
+                                value = _long_address(data, q, q_is, False)
+                                q += 4
+                                if not (ctx_valid and c_sf):
+                                    a0 &= 0xFFFFFFFF
+                                a0 = (a0 & ~0xFFFFFFFF) | value
+                                b0 = 32
+                            i0 = q_is
+                    qcount: int | None = None
+                    if qtype != 0xF:
+                        qcount, _ = _cont_field(data, q, end, 5)
+                    yield Q(
+                        off, data[pos:end], qtype, qcount, has_addr, addr_match, qidx, a0, i0, b0
+                    )
+
+                elif h == H_RESERVED:
+                    yield BadPacket(off, raw1[hdr], P.RESERVED, kind)
+
+                elif h == H_RESERVED_CFG:
+                    yield BadPacket(off, raw1[hdr], P.RESERVED_CFG, kind)
+
+                elif h == H_DSM:
+                    yield DataSyncMarker(off, raw1[hdr], kind, hdr & 0x7)
+
+                elif h == H_ITE:
+                    end = pos + 10
+                    if end > n:
+                        break
+                    value = int.from_bytes(data[pos + 2 : end], "little")
+                    yield Instrumentation(off, data[pos:end], data[pos + 1], value)
+
+                elif h == H_COND_INSTR:
+                    if kind == P.COND_I_F2:
+                        sel = hdr & 0x3
+                        num = 2 if sel == 2 else 1
+                        yield CondInstr(off, raw1[hdr], kind, 0, num, sel != 1)
+                    elif kind == P.COND_I_F3:
+                        if end >= n:
+                            break
+                        c1 = data[end]
+                        end += 1
+                        num = ((c1 >> 1) & 0x3F) + (c1 & 0x1)
+                        yield CondInstr(off, data[pos:end], kind, 0, num, False, bool(c1 & 0x1))
+                    else:
+                        while end < n and data[end] & 0x80:
+                            end += 1
+                        if end >= n:
+                            end = n
+                            break
+                        end += 1
+                        ckey, _ = _cont_field(data, pos + 1, end, 5)
+                        yield CondInstr(off, data[pos:end], kind, ckey)
+
+                elif h == H_COND_RESULT:
+                    if kind == P.COND_RES_F2:
+                        yield CondResult(
+                            off, raw1[hdr], kind, key_incr=2 if hdr & 0x4 else 1, token=hdr & 0x3
+                        )
+                    elif kind == P.COND_RES_F4:
+                        yield CondResult(off, raw1[hdr], kind, token=hdr & 0x3)
+                    elif kind == P.COND_RES_F3:
+                        if end >= n:
+                            break
+                        end += 1
+                        tokens = data[pos + 1] | ((hdr & 0xF) << 8)
+                        yield CondResult(off, data[pos:end], kind, tokens=tokens)
+                    else:
+                        two = (hdr & 0xFC) != 0x6C
+                        p1 = False
+                        p2 = not two
+                        while not (p1 and p2):
+                            if end >= n:
+                                break
+                            c = data[end]
+                            end += 1
+                            if not p1:
+                                p1 = not c & 0x80
+                            else:
+                                p2 = not c & 0x80
+                        if not (p1 and p2):
+                            break
+                        key0, res0, used = _cond_result_field(data, pos + 1, end)
+                        results = [(key0, res0, hdr & 0x1)]
+                        if two:
+                            key1, res1, _ = _cond_result_field(data, pos + 1 + used, end)
+                            results.append((key1, res1, (hdr >> 1) & 0x1))
+                        yield CondResult(off, data[pos:end], kind, results=tuple(results))
+
+                else:  # pragma: no cover - every handler code is listed above
+                    raise AssertionError(f"no reader for handler {h}")
+            except _BadSequence:
+                yield BadPacket(off, data[pos:end], P.BAD_SEQUENCE, kind)
+            pos = end
+        # The window is used up (pos == n), or the packet at ``pos`` is cut by its
+        # end: keep that packet's bytes and read it again with the next block.
+        if not win.advance(pos):
+            if pos < n and complete:
+                yield BadPacket(off, data[pos:n], P.INCOMPLETE_EOT, kind)
+            return
+        data = win.data
+        n = len(data)
+        rp = win.run_pos
+        ri = win.run_idx
+        nruns = len(rp)
+        pos = k = 0
+        run_end = rp[1] if nruns > 1 else n + 1
+        delta = ri[0] - rp[0]
