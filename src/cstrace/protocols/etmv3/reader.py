@@ -2,7 +2,10 @@
 
 Input: a :class:`~cstrace.capture.stream.Stream` and an
 :class:`~cstrace.protocols.etmv3.config.Etmv3Config`; output: the packets of
-:mod:`cstrace.protocols.etmv3.packets`, in stream order.
+:mod:`cstrace.protocols.etmv3.packets`, in stream order. The stream is consumed
+block by block (``stream.blocks()``, through a
+:class:`~cstrace.capture.window.BlockWindow`), so memory stays flat however long
+the capture; the packets are the same wherever the capture layer cuts its blocks.
 
 Headers are dispatched through a 256-entry table built from rows in the order
 of ARM IHI 0014Q §7.2, Table 7.1 "Header encodings" (:data:`HEADER_ROWS`).
@@ -33,6 +36,7 @@ from collections.abc import Iterator
 from enum import IntEnum
 
 from cstrace.capture.stream import Stream
+from cstrace.capture.window import BlockWindow
 from cstrace.elements import Isa
 from cstrace.protocols.base import Packet
 from cstrace.protocols.etmv3.config import Etmv3Config
@@ -420,32 +424,11 @@ _DATA_BYTES = (0, 1, 2, 4)
 
 def iter_packets(stream: Stream, config: Etmv3Config, complete: bool = True) -> Iterator[Packet]:
     """Read the ETMv3 packets of one trace ID's stream (never raises on bad data)."""
-    d = stream.data
-    n = len(d)
-    if n == 0:
+    win = BlockWindow(stream)
+    if not win.advance(0):
         return
-    run_pos: list[int] = stream.run_pos.tolist()
-    run_idx: list[int] = stream.run_idx.tolist()
-    nruns = len(run_pos)
-
-    def offset(p: int) -> int:
-        k = 0
-        lo, hi = 0, nruns - 1
-        while lo <= hi:
-            mid = (lo + hi) >> 1
-            if run_pos[mid] <= p:
-                k = mid
-                lo = mid + 1
-            else:
-                hi = mid - 1
-        return run_idx[k] + p - run_pos[k]
-
-    # Block ends: where the reference's packet processor is handed a new block.
-    if stream.trace_id is None:
-        first = run_idx[0]
-        ends = [*range(_BLOCK - first % _BLOCK, n, _BLOCK), n]
-    else:
-        ends = [*run_pos[1:], n]
+    single = stream.trace_id is None
+    offset = win.index_at
 
     st = _State()
     ca = config.cycle_accurate
@@ -465,63 +448,78 @@ def iter_packets(stream: Stream, config: Etmv3Config, complete: bool = True) -> 
     kinds = HEADER_KIND
 
     # ---- Waiting for the first A-sync (the reference's WAIT_SYNC state).
+    # Block by block, as the reference is handed them; the last block of a window
+    # may go on in the next capture block, so it is read with the next window.
     p = 0
     buf = bytearray()
     start_of_sync = False
     pkt_idx = 0
     reserved_type = True  # before any packet the reference's type is "no error"
     synced = False
-    block = 0
-    while not synced and p < n:
-        block_end = ends[block]
-        while block_end <= p:
-            block += 1
+    while True:
+        d = win.data
+        n = len(d)
+        # Block ends: where the reference's packet processor is handed a new block.
+        if single:
+            first = win.run_idx[0]
+            ends = [*range(_BLOCK - first % _BLOCK, n, _BLOCK), n]
+        else:
+            ends = [*win.run_pos[1:], n]
+        limit = n if win.final else (ends[-2] if len(ends) > 1 else 0)
+        block = 0
+        while not synced and p < limit:
             block_end = ends[block]
-        # One call of the reference's waitForSync on d[p:block_end].
-        if not start_of_sync:
-            pkt_idx = offset(p)
-        send: Packet | None = None
-        part = 0
-        while send is None and p < block_end:
-            c = d[p]
-            p += 1
-            if start_of_sync:
-                buf.append(c)
-                if c == 0x80 and len(buf) >= 6:
-                    if len(buf) > 6:
-                        buf.pop()
-                        p -= 1  # the 0x80 is read again once the extra zeros are out
-                        part = len(buf) - 5
-                        send = NotSync(pkt_idx, bytes(buf[:part]), reserved_type)
-                    else:
-                        send = ASync(pkt_idx, bytes(buf))
-                        synced = True
-                elif c != 0:
-                    start_of_sync = False
-                elif len(buf) >= 13:
-                    part = 8
-                    send = NotSync(pkt_idx, bytes(buf[:part]), reserved_type)
-            elif c == 0:
-                if not buf:
+            while block_end <= p:
+                block += 1
+                block_end = ends[block]
+            # One call of the reference's waitForSync on d[p:block_end].
+            if not start_of_sync:
+                pkt_idx = offset(p)
+            send: Packet | None = None
+            part = 0
+            while send is None and p < block_end:
+                c = d[p]
+                p += 1
+                if start_of_sync:
                     buf.append(c)
-                    start_of_sync = True
+                    if c == 0x80 and len(buf) >= 6:
+                        if len(buf) > 6:
+                            buf.pop()
+                            p -= 1  # the 0x80 is read again once the extra zeros are out
+                            part = len(buf) - 5
+                            send = NotSync(pkt_idx, bytes(buf[:part]), reserved_type)
+                        else:
+                            send = ASync(pkt_idx, bytes(buf))
+                            synced = True
+                    elif c != 0:
+                        start_of_sync = False
+                    elif len(buf) >= 13:
+                        part = 8
+                        send = NotSync(pkt_idx, bytes(buf[:part]), reserved_type)
+                elif c == 0:
+                    if not buf:
+                        buf.append(c)
+                        start_of_sync = True
+                    else:
+                        p -= 1
+                        send = NotSync(pkt_idx, bytes(buf), False)
+                        reserved_type = False
                 else:
-                    p -= 1
-                    send = NotSync(pkt_idx, bytes(buf), False)
+                    buf.append(c)
+                    if p == block_end or len(buf) == 16:
+                        send = NotSync(pkt_idx, bytes(buf), False)
+                        reserved_type = False
+            if send is not None:
+                yield send
+                if part:
+                    del buf[:part]
+                    pkt_idx += part
                     reserved_type = False
-            else:
-                buf.append(c)
-                if p == block_end or len(buf) == 16:
-                    send = NotSync(pkt_idx, bytes(buf), False)
-                    reserved_type = False
-        if send is not None:
-            yield send
-            if part:
-                del buf[:part]
-                pkt_idx += part
-                reserved_type = False
-            else:
-                buf.clear()
+                else:
+                    buf.clear()
+        if synced or not win.advance(p):
+            break
+        p = 0
     if not synced:
         if buf and complete:
             yield NotSync(pkt_idx, bytes(buf), reserved_type)
@@ -529,435 +527,488 @@ def iter_packets(stream: Stream, config: Etmv3Config, complete: bool = True) -> 
     st.last = "A_SYNC"
 
     # ---- Synchronised: one packet per header.
+    run_pos = win.run_pos
+    run_idx = win.run_idx
+    nruns = len(run_pos)
+    carry_off = -1  # capture index of an A-sync cut by a block end (see A_SYNC)
     k_run = 0
     while k_run + 1 < nruns and run_pos[k_run + 1] <= p:
         k_run += 1
     base = run_idx[k_run] - run_pos[k_run]
     next_run = run_pos[k_run + 1] if k_run + 1 < nruns else n + 1
-    while p < n:
-        if p >= next_run:
-            while k_run + 1 < nruns and run_pos[k_run + 1] <= p:
-                k_run += 1
-            base = run_idx[k_run] - run_pos[k_run]
-            next_run = run_pos[k_run + 1] if k_run + 1 < nruns else n + 1
-        off = base + p
-        h = d[p]
-        kind = kinds[h]
+    while True:
+        while p < n:
+            if p >= next_run:
+                while k_run + 1 < nruns and run_pos[k_run + 1] <= p:
+                    k_run += 1
+                base = run_idx[k_run] - run_pos[k_run]
+                next_run = run_pos[k_run + 1] if k_run + 1 < nruns else n + 1
+            off = base + p
+            h = d[p]
+            kind = kinds[h]
 
-        if kind == Header.P_HEADER:
-            valid, fmt, count, atoms, cycles = phdr[h]
-            if valid or h == 0x80:
-                st.fmt = fmt
-            yield PHeader(off, _RAW1[h], st.fmt, count, atoms, cycles, valid, st.isa)
-            st.last = "P_HDR"
-            p += 1
-            continue
+            if kind == Header.P_HEADER:
+                valid, fmt, count, atoms, cycles = phdr[h]
+                if valid or h == 0x80:
+                    st.fmt = fmt
+                yield PHeader(off, _RAW1[h], st.fmt, count, atoms, cycles, valid, st.isa)
+                st.last = "P_HDR"
+                p += 1
+                continue
 
-        if kind == Header.BRANCH_ADDRESS:
-            if not h & 0x80:
-                end = p + 1
-            else:
-                end = -1
-                k = p + 1
-                need_exc = False
-                while k < n:
-                    b = d[k]
-                    k += 1
-                    size = k - p
-                    if alt:
-                        if not b & 0x80:
-                            if not need_exc and b & 0xC0 == 0x40:
+            if kind == Header.BRANCH_ADDRESS:
+                if not h & 0x80:
+                    end = p + 1
+                else:
+                    end = -1
+                    k = p + 1
+                    need_exc = False
+                    while k < n:
+                        b = d[k]
+                        k += 1
+                        size = k - p
+                        if alt:
+                            if not b & 0x80:
+                                if not need_exc and b & 0xC0 == 0x40:
+                                    need_exc = True
+                                else:
+                                    end = k
+                                    break
+                        elif size == 5:
+                            if b & 0xC0 == 0x40:
                                 need_exc = True
                             else:
                                 end = k
                                 break
-                    elif size == 5:
-                        if b & 0xC0 == 0x40:
-                            need_exc = True
-                        else:
+                        elif not b & 0x80:
                             end = k
                             break
-                    elif not b & 0x80:
-                        end = k
-                        break
-            st.last = "BRANCH_ADDRESS"
-            if end < 0:
-                if complete:
-                    yield BranchAddress(off, d[p:], st.addr, 0, st.valid_bits, st.isa)
-                return
-            prev_isa = st.isa
-            value, bits, exc, ok = _branch_bits(d, p, end, st, alt, v7m)
-            if ok:
-                st.addr = _merge(st.addr, value, bits)
-                if bits > st.valid_bits:
-                    st.valid_bits = bits
-            else:
-                bits = 0
-            if exc is not None:
-                yield BranchAddress(
-                    off,
-                    d[p:end],
-                    st.addr,
-                    bits,
-                    st.valid_bits,
-                    st.isa,
-                    st.isa != prev_isa,
-                    exc.ctxt,
-                    st.ns,
-                    st.hyp,
-                    exc.number,
-                    exc.cancel,
-                    v7m,
-                    exc.resume,
-                )
-            else:
-                yield BranchAddress(
-                    off, d[p:end], st.addr, bits, st.valid_bits, st.isa, st.isa != prev_isa
-                )
-            p = end
-            continue
+                st.last = "BRANCH_ADDRESS"
+                if end < 0:
+                    if not win.final:
+                        break  # the packet goes on in the next block
+                    if complete:
+                        yield BranchAddress(off, d[p:], st.addr, 0, st.valid_bits, st.isa)
+                    return
+                prev_isa = st.isa
+                value, bits, exc, ok = _branch_bits(d, p, end, st, alt, v7m)
+                if ok:
+                    st.addr = _merge(st.addr, value, bits)
+                    if bits > st.valid_bits:
+                        st.valid_bits = bits
+                else:
+                    bits = 0
+                if exc is not None:
+                    yield BranchAddress(
+                        off,
+                        d[p:end],
+                        st.addr,
+                        bits,
+                        st.valid_bits,
+                        st.isa,
+                        st.isa != prev_isa,
+                        exc.ctxt,
+                        st.ns,
+                        st.hyp,
+                        exc.number,
+                        exc.cancel,
+                        v7m,
+                        exc.resume,
+                    )
+                else:
+                    yield BranchAddress(
+                        off, d[p:end], st.addr, bits, st.valid_bits, st.isa, st.isa != prev_isa
+                    )
+                p = end
+                continue
 
-        if kind == Header.I_SYNC or kind == Header.I_SYNC_CYCLE:
-            st.last = "I_SYNC" if kind == Header.I_SYNC else "I_SYNC_CYCLE"
-            k = p + 1
-            got_cc = False
-            if kind == Header.I_SYNC_CYCLE:
+            if kind == Header.I_SYNC or kind == Header.I_SYNC_CYCLE:
+                st.last = "I_SYNC" if kind == Header.I_SYNC else "I_SYNC_CYCLE"
+                k = p + 1
+                got_cc = False
+                if kind == Header.I_SYNC_CYCLE:
+                    while k < n:
+                        b = d[k]
+                        k += 1
+                        if not b & 0x80 or k - p >= 6:
+                            got_cc = True
+                            break
+                end = -1
+                if kind == Header.I_SYNC or got_cc:
+                    cc_bytes = k - p - 1
+                    expected = cc_bytes + 6 + ctxt_bytes if instr else 2 + ctxt_bytes
+                    info_at = p + 1 + cc_bytes + ctxt_bytes
+                    lsip = False
+                    while k < n:
+                        b = d[k]
+                        if k == info_at:
+                            lsip = bool(b & 0x80)
+                        k += 1
+                        if k - p >= expected and (not lsip or not b & 0x80):
+                            end = k
+                            break
+                if end < 0:
+                    if not win.final:
+                        break  # the packet goes on in the next block
+                    if complete:
+                        yield ISync(
+                            off, d[p:], st.reason, st.addr, st.isa, st.ns, st.hyp, complete=False
+                        )
+                    return
+                q = p + 1
+                cycle_count = None
+                if got_cc:
+                    cycle_count = 0
+                    shift = 0
+                    mask = 0x7F
+                    for i in range(5):
+                        b = d[q]
+                        q += 1
+                        cycle_count |= (b & mask) << shift
+                        shift += 7
+                        if i == 3:
+                            mask = 0x0F
+                        if not b & 0x80:
+                            break
+                ctxid = None
+                if ctxt_bytes:
+                    ctxid = st.ctxid = _le(d, q, ctxt_bytes)
+                    q += ctxt_bytes
+                info = d[q]
+                q += 1
+                st.reason = ISyncReason((info >> 5) & 3)
+                jazelle = info & 0x10
+                alt_isa = (info >> 2) & 1 if alt_isa_bit else 0
+                st.ns = bool(info & 8)
+                if hyp_bits:
+                    st.hyp = bool(info & 2)
+                if instr:
+                    a = _le(d, q, 4)
+                    q += 4
+                    thumb = a & 1
+                    a &= ~1
+                    st.addr = a
+                    st.valid_bits = 32
+                    if jazelle:
+                        st.isa = Isa.JAZELLE
+                    elif thumb:
+                        st.isa = Isa.TEE if alt_isa else Isa.T32
+                    else:
+                        st.isa = Isa.A32
+                    if info & 0x80:
+                        # Load/store in progress: a second, compressed address follows;
+                        # the reference keeps it merged over the first one.
+                        value, bits, _exc, ok = _branch_bits(d, q, end, st, alt, v7m)
+                        if ok:
+                            st.addr = _merge(a, value, bits)
+                    yield ISync(
+                        off,
+                        d[p:end],
+                        st.reason,
+                        st.addr,
+                        st.isa,
+                        st.ns,
+                        st.hyp,
+                        ctxid,
+                        cycle_count,
+                    )
+                else:
+                    yield ISync(
+                        off,
+                        d[p:end],
+                        st.reason,
+                        st.addr,
+                        st.isa,
+                        st.ns,
+                        st.hyp,
+                        ctxid,
+                        cycle_count,
+                        no_address=True,
+                    )
+                p = end
+                continue
+
+            if kind == Header.CYCLE_COUNT:
+                st.last = "CYCLE_COUNT"
+                end = -1
+                k = p + 1
                 while k < n:
                     b = d[k]
                     k += 1
                     if not b & 0x80 or k - p >= 6:
-                        got_cc = True
-                        break
-            end = -1
-            if kind == Header.I_SYNC or got_cc:
-                cc_bytes = k - p - 1
-                expected = cc_bytes + 6 + ctxt_bytes if instr else 2 + ctxt_bytes
-                info_at = p + 1 + cc_bytes + ctxt_bytes
-                lsip = False
-                while k < n:
-                    b = d[k]
-                    if k == info_at:
-                        lsip = bool(b & 0x80)
-                    k += 1
-                    if k - p >= expected and (not lsip or not b & 0x80):
                         end = k
                         break
-            if end < 0:
-                if complete:
-                    yield ISync(
-                        off, d[p:], st.reason, st.addr, st.isa, st.ns, st.hyp, complete=False
-                    )
-                return
-            q = p + 1
-            cycle_count = None
-            if got_cc:
-                cycle_count = 0
+                if end < 0:
+                    if not win.final:
+                        break  # the packet goes on in the next block
+                    if complete:
+                        yield CycleCount(off, d[p:], 0)
+                    return
+                count = 0
                 shift = 0
                 mask = 0x7F
-                for i in range(5):
-                    b = d[q]
-                    q += 1
-                    cycle_count |= (b & mask) << shift
+                for i in range(p + 1, end):
+                    count |= (d[i] & mask) << shift
                     shift += 7
-                    if i == 3:
+                    if i - p == 4:
                         mask = 0x0F
+                yield CycleCount(off, d[p:end], count)
+                p = end
+                continue
+
+            if kind == Header.TIMESTAMP:
+                st.last = "TIMESTAMP"
+                end = _cont_end(d, p + 1, n)
+                if end > n:
+                    if not win.final:
+                        break  # the packet goes on in the next block
+                    if complete:
+                        yield Timestamp(off, d[p:], st.timestamp, 0)
+                    return
+                ts = 0
+                bits = 0
+                mask = 0x7F
+                step = 7
+                i = 0
+                while i < ts_max:
+                    b = d[p + 1 + i]
+                    ts |= (b & mask) << (7 * i)
+                    i += 1
+                    bits += step
                     if not b & 0x80:
                         break
-            ctxid = None
-            if ctxt_bytes:
-                ctxid = st.ctxid = _le(d, q, ctxt_bytes)
-                q += ctxt_bytes
-            info = d[q]
-            q += 1
-            st.reason = ISyncReason((info >> 5) & 3)
-            jazelle = info & 0x10
-            alt_isa = (info >> 2) & 1 if alt_isa_bit else 0
-            st.ns = bool(info & 8)
-            if hyp_bits:
-                st.hyp = bool(info & 2)
-            if instr:
-                a = _le(d, q, 4)
-                q += 4
-                thumb = a & 1
-                a &= ~1
-                st.addr = a
-                st.valid_bits = 32
-                if jazelle:
-                    st.isa = Isa.JAZELLE
-                elif thumb:
-                    st.isa = Isa.TEE if alt_isa else Isa.T32
-                else:
-                    st.isa = Isa.A32
-                if info & 0x80:
-                    # Load/store in progress: a second, compressed address follows;
-                    # the reference keeps it merged over the first one.
-                    value, bits, _exc, ok = _branch_bits(d, q, end, st, alt, v7m)
-                    if ok:
-                        st.addr = _merge(a, value, bits)
-                yield ISync(
-                    off,
-                    d[p:end],
-                    st.reason,
-                    st.addr,
-                    st.isa,
-                    st.ns,
-                    st.hyp,
-                    ctxid,
-                    cycle_count,
-                )
-            else:
-                yield ISync(
-                    off,
-                    d[p:end],
-                    st.reason,
-                    st.addr,
-                    st.isa,
-                    st.ns,
-                    st.hyp,
-                    ctxid,
-                    cycle_count,
-                    no_address=True,
-                )
-            p = end
-            continue
-
-        if kind == Header.CYCLE_COUNT:
-            st.last = "CYCLE_COUNT"
-            end = -1
-            k = p + 1
-            while k < n:
-                b = d[k]
-                k += 1
-                if not b & 0x80 or k - p >= 6:
-                    end = k
-                    break
-            if end < 0:
-                if complete:
-                    yield CycleCount(off, d[p:], 0)
-                return
-            count = 0
-            shift = 0
-            mask = 0x7F
-            for i in range(p + 1, end):
-                count |= (d[i] & mask) << shift
-                shift += 7
-                if i - p == 4:
-                    mask = 0x0F
-            yield CycleCount(off, d[p:end], count)
-            p = end
-            continue
-
-        if kind == Header.TIMESTAMP:
-            st.last = "TIMESTAMP"
-            end = _cont_end(d, p + 1, n)
-            if end > n:
-                if complete:
-                    yield Timestamp(off, d[p:], st.timestamp, 0)
-                return
-            ts = 0
-            bits = 0
-            mask = 0x7F
-            step = 7
-            i = 0
-            while i < ts_max:
-                b = d[p + 1 + i]
-                ts |= (b & mask) << (7 * i)
-                i += 1
-                bits += step
-                if not b & 0x80:
-                    break
-                if i == ts_max - 1:
-                    mask = ts_last_mask
-                    step = ts_last_bits
-            st.timestamp = _merge(st.timestamp, ts, bits)
-            yield Timestamp(off, d[p:end], st.timestamp, bits)
-            p = end
-            continue
-
-        if kind == Header.A_SYNC:
-            # Up to four more zeros then 0x80; each extra zero is a bad packet.
-            k = p + 1
-            start = p
-            done = False
-            while k < n:
-                b = d[k]
-                size = k - start + 1
-                if b == 0:
-                    if size > 5:
-                        yield BadSequence(off, d[start : start + 1], "A_SYNC")
-                        st.last = "BAD_SEQUENCE"
-                        start += 1
-                        off += 1
-                    k += 1
-                elif b == 0x80 and size == 6:
-                    yield ASync(off, d[start : k + 1])
-                    st.last = "A_SYNC"
-                    p = k + 1
-                    done = True
-                    break
-                else:
-                    yield BadSequence(off, d[start:k], "A_SYNC")
-                    st.last = "BAD_SEQUENCE"
-                    p = k
-                    done = True
-                    break
-            if not done:
-                if complete:
-                    yield ASync(off, d[start:])
-                return
-            continue
-
-        if kind == Header.CONTEXT_ID:
-            st.last = "CONTEXT_ID"
-            end = p + 1 + (ctxt_bytes or 1)
-            if end > n:
-                if complete:
-                    yield ContextID(off, d[p:], st.ctxid)
-                return
-            if ctxt_bytes:
-                st.ctxid = _le(d, p + 1, ctxt_bytes)
-            yield ContextID(off, d[p:end], st.ctxid)
-            p = end
-            continue
-
-        if kind == Header.VMID:
-            st.last = "VMID"
-            if p + 2 > n:
-                if complete:
-                    yield VMID(off, d[p:], st.vmid)
-                return
-            st.vmid = d[p + 1]
-            yield VMID(off, d[p : p + 2], st.vmid)
-            p += 2
-            continue
-
-        if kind == Header.TRIGGER:
-            st.last = "TRIGGER"
-            yield Trigger(off, _RAW1[h])
-            p += 1
-            continue
-        if kind == Header.IGNORE:
-            st.last = "IGNORE"
-            yield Ignore(off, _RAW1[h])
-            p += 1
-            continue
-        if kind == Header.EXCEPTION_EXIT:
-            st.last = "EXCEPTION_EXIT"
-            yield ExceptionExit(off, _RAW1[h])
-            p += 1
-            continue
-        if kind == Header.EXCEPTION_ENTRY:
-            st.last = "EXCEPTION_ENTRY"
-            yield ExceptionEntry(off, _RAW1[h])
-            p += 1
-            continue
-        if kind == Header.RESERVED:
-            yield Reserved(off, _RAW1[h], st.last)
-            st.last = "RESERVED"
-            p += 1
-            continue
-
-        # ---- Data trace packets (IHI 0014Q §7.5).
-        if kind == Header.OOO_DATA:
-            if not data_val:
-                yield BadTraceMode(off, _RAW1[h], st.last)
-                st.last = "BAD_TRACEMODE"
-                p += 1
+                    if i == ts_max - 1:
+                        mask = ts_last_mask
+                        step = ts_last_bits
+                st.timestamp = _merge(st.timestamp, ts, bits)
+                yield Timestamp(off, d[p:end], st.timestamp, bits)
+                p = end
                 continue
-            st.last = "OOO_DATA"
-            size = (h >> 2) & 3
-            tag = (h >> 5) & 3
-            end = p + 1 + _DATA_BYTES[size]
-            if end > n:
-                if complete:
-                    yield OOOData(off, d[p:], 0, 0)
-                return
-            yield OOOData(off, d[p:end], _le(d, p + 1, _DATA_BYTES[size]), tag)
-            p = end
-            continue
-        if kind == Header.STORE_FAILED:
-            if not data_val:
-                yield BadTraceMode(off, _RAW1[h], st.last)
-                st.last = "BAD_TRACEMODE"
-            else:
-                yield StoreFailed(off, _RAW1[h])
-                st.last = "STORE_FAIL"
-            p += 1
-            continue
-        if kind == Header.DATA_SUPPRESSED:
-            if not data_any:
-                yield BadTraceMode(off, _RAW1[h], st.last)
-                st.last = "BAD_TRACEMODE"
-            else:
-                yield DataSuppressed(off, _RAW1[h])
-                st.last = "DATA_SUPPRESSED"
-            p += 1
-            continue
-        if kind == Header.OOO_PLACEHOLDER or kind == Header.VALUE_NOT_TRACED:
-            placeholder = kind == Header.OOO_PLACEHOLDER
-            if placeholder:
-                st.last = "OOO_ADDR_PLC"
-            if not data_any:
-                yield BadTraceMode(off, _RAW1[h], st.last)
-                st.last = "BAD_TRACEMODE"
-                p += 1
-                continue
-            st.last = "OOO_ADDR_PLC" if placeholder else "VAL_NOT_TRACED"
-            tag = (h >> 2) & 3
-            if not (h & 0x20 and data_addr):
-                if placeholder:
-                    yield OOOPlaceholder(off, _RAW1[h], tag)
-                else:
-                    yield ValueNotTraced(off, _RAW1[h])
-                p += 1
-                continue
-            end = _cont_end(d, p + 1, n)
-            if end > n:
-                if complete:
-                    if placeholder:
-                        yield OOOPlaceholder(off, d[p:], 0)
+
+            if kind == Header.A_SYNC:
+                # Up to four more zeros then 0x80; each extra zero is a bad packet.
+                if carry_off >= 0:
+                    off = carry_off  # the rest of an A-sync cut by the previous block
+                    carry_off = -1
+                k = p + 1
+                start = p
+                done = False
+                while k < n:
+                    b = d[k]
+                    size = k - start + 1
+                    if b == 0:
+                        if size > 5:
+                            yield BadSequence(off, d[start : start + 1], "A_SYNC")
+                            st.last = "BAD_SEQUENCE"
+                            start += 1
+                            off += 1
+                        k += 1
+                    elif b == 0x80 and size == 6:
+                        yield ASync(off, d[start : k + 1])
+                        st.last = "A_SYNC"
+                        p = k + 1
+                        done = True
+                        break
                     else:
-                        yield ValueNotTraced(off, d[p:])
-                return
-            # The reference reads one address byte only (its continuation test
-            # looks at the byte after masking bit 7 off), and stores it over the
-            # instruction address.
-            a = d[p + 1] & 0x7F
-            st.addr = _merge(st.addr, a, 7)
-            if st.valid_bits < 7:
-                st.valid_bits = 7
-            if placeholder:
-                yield OOOPlaceholder(off, d[p:end], tag, a, 7)
+                        yield BadSequence(off, d[start:k], "A_SYNC")
+                        st.last = "BAD_SEQUENCE"
+                        p = k
+                        done = True
+                        break
+                if not done:
+                    if not win.final:
+                        # read on from ``start`` with the next block (the extra zeros
+                        # before it are already out), at the index reached here
+                        p = start
+                        carry_off = off
+                        break
+                    if complete:
+                        yield ASync(off, d[start:])
+                    return
+                continue
+
+            if kind == Header.CONTEXT_ID:
+                st.last = "CONTEXT_ID"
+                end = p + 1 + (ctxt_bytes or 1)
+                if end > n:
+                    if not win.final:
+                        break  # the packet goes on in the next block
+                    if complete:
+                        yield ContextID(off, d[p:], st.ctxid)
+                    return
+                if ctxt_bytes:
+                    st.ctxid = _le(d, p + 1, ctxt_bytes)
+                yield ContextID(off, d[p:end], st.ctxid)
+                p = end
+                continue
+
+            if kind == Header.VMID:
+                st.last = "VMID"
+                if p + 2 > n:
+                    if not win.final:
+                        break  # the packet goes on in the next block
+                    if complete:
+                        yield VMID(off, d[p:], st.vmid)
+                    return
+                st.vmid = d[p + 1]
+                yield VMID(off, d[p : p + 2], st.vmid)
+                p += 2
+                continue
+
+            if kind == Header.TRIGGER:
+                st.last = "TRIGGER"
+                yield Trigger(off, _RAW1[h])
+                p += 1
+                continue
+            if kind == Header.IGNORE:
+                st.last = "IGNORE"
+                yield Ignore(off, _RAW1[h])
+                p += 1
+                continue
+            if kind == Header.EXCEPTION_EXIT:
+                st.last = "EXCEPTION_EXIT"
+                yield ExceptionExit(off, _RAW1[h])
+                p += 1
+                continue
+            if kind == Header.EXCEPTION_ENTRY:
+                st.last = "EXCEPTION_ENTRY"
+                yield ExceptionEntry(off, _RAW1[h])
+                p += 1
+                continue
+            if kind == Header.RESERVED:
+                yield Reserved(off, _RAW1[h], st.last)
+                st.last = "RESERVED"
+                p += 1
+                continue
+
+            # ---- Data trace packets (IHI 0014Q §7.5).
+            if kind == Header.OOO_DATA:
+                if not data_val:
+                    yield BadTraceMode(off, _RAW1[h], st.last)
+                    st.last = "BAD_TRACEMODE"
+                    p += 1
+                    continue
+                st.last = "OOO_DATA"
+                size = (h >> 2) & 3
+                tag = (h >> 5) & 3
+                end = p + 1 + _DATA_BYTES[size]
+                if end > n:
+                    if not win.final:
+                        break  # the packet goes on in the next block
+                    if complete:
+                        yield OOOData(off, d[p:], 0, 0)
+                    return
+                yield OOOData(off, d[p:end], _le(d, p + 1, _DATA_BYTES[size]), tag)
+                p = end
+                continue
+            if kind == Header.STORE_FAILED:
+                if not data_val:
+                    yield BadTraceMode(off, _RAW1[h], st.last)
+                    st.last = "BAD_TRACEMODE"
+                else:
+                    yield StoreFailed(off, _RAW1[h])
+                    st.last = "STORE_FAIL"
+                p += 1
+                continue
+            if kind == Header.DATA_SUPPRESSED:
+                if not data_any:
+                    yield BadTraceMode(off, _RAW1[h], st.last)
+                    st.last = "BAD_TRACEMODE"
+                else:
+                    yield DataSuppressed(off, _RAW1[h])
+                    st.last = "DATA_SUPPRESSED"
+                p += 1
+                continue
+            if kind == Header.OOO_PLACEHOLDER or kind == Header.VALUE_NOT_TRACED:
+                placeholder = kind == Header.OOO_PLACEHOLDER
+                if placeholder:
+                    st.last = "OOO_ADDR_PLC"
+                if not data_any:
+                    yield BadTraceMode(off, _RAW1[h], st.last)
+                    st.last = "BAD_TRACEMODE"
+                    p += 1
+                    continue
+                st.last = "OOO_ADDR_PLC" if placeholder else "VAL_NOT_TRACED"
+                tag = (h >> 2) & 3
+                if not (h & 0x20 and data_addr):
+                    if placeholder:
+                        yield OOOPlaceholder(off, _RAW1[h], tag)
+                    else:
+                        yield ValueNotTraced(off, _RAW1[h])
+                    p += 1
+                    continue
+                end = _cont_end(d, p + 1, n)
+                if end > n:
+                    if not win.final:
+                        break  # the packet goes on in the next block
+                    if complete:
+                        if placeholder:
+                            yield OOOPlaceholder(off, d[p:], 0)
+                        else:
+                            yield ValueNotTraced(off, d[p:])
+                    return
+                # The reference reads one address byte only (its continuation test
+                # looks at the byte after masking bit 7 off), and stores it over the
+                # instruction address.
+                a = d[p + 1] & 0x7F
+                st.addr = _merge(st.addr, a, 7)
+                if st.valid_bits < 7:
+                    st.valid_bits = 7
+                if placeholder:
+                    yield OOOPlaceholder(off, d[p:end], tag, a, 7)
+                else:
+                    yield ValueNotTraced(off, d[p:end], a, 7)
+                p = end
+                continue
+            # kind == Header.NORMAL_DATA
+            if not data_any:
+                yield BadTraceMode(off, _RAW1[h], st.last)
+                st.last = "BAD_TRACEMODE"
+                p += 1
+                continue
+            st.last = "NORM_DATA"
+            size = (h >> 2) & 3
+            nbytes = _DATA_BYTES[size]
+            expect_addr = bool(h & 0x20) and data_addr
+            if not expect_addr:
+                end = p + 1 + nbytes
             else:
-                yield ValueNotTraced(off, d[p:end], a, 7)
+                aend = _cont_end(d, p + 1, n)
+                # With no data bytes the reference never completes the packet.
+                end = aend + nbytes if nbytes else n + 1
+            if end > n:
+                if not win.final:
+                    if nbytes or not expect_addr:
+                        break  # the packet goes on in the next block
+                    # never completed: the rest of the stream is this packet
+                    rest = [d[p:]]
+                    while win.advance(len(win.data)):
+                        if complete:
+                            rest.append(win.data)
+                    if complete:
+                        yield NormalData(off, b"".join(rest))
+                    return
+                if complete:
+                    yield NormalData(off, d[p:])
+                return
+            if expect_addr:
+                a = d[p + 1] & 0x7F
+                st.addr = _merge(st.addr, a, 7)
+                if st.valid_bits < 7:
+                    st.valid_bits = 7
+                yield NormalData(off, d[p:end], a, 7, _le(d, p + 2, nbytes))
+            else:
+                yield NormalData(off, d[p:end], None, 0, _le(d, p + 1, nbytes))
             p = end
-            continue
-        # kind == Header.NORMAL_DATA
-        if not data_any:
-            yield BadTraceMode(off, _RAW1[h], st.last)
-            st.last = "BAD_TRACEMODE"
-            p += 1
-            continue
-        st.last = "NORM_DATA"
-        size = (h >> 2) & 3
-        nbytes = _DATA_BYTES[size]
-        expect_addr = bool(h & 0x20) and data_addr
-        if not expect_addr:
-            end = p + 1 + nbytes
-        else:
-            aend = _cont_end(d, p + 1, n)
-            # With no data bytes the reference never completes the packet.
-            end = aend + nbytes if nbytes else n + 1
-        if end > n:
-            if complete:
-                yield NormalData(off, d[p:])
+        # The window is used up, or the packet at ``p`` goes on in the next block:
+        # keep its bytes and read it again, whole, with the next window.
+        if not win.advance(p):
             return
-        if expect_addr:
-            a = d[p + 1] & 0x7F
-            st.addr = _merge(st.addr, a, 7)
-            if st.valid_bits < 7:
-                st.valid_bits = 7
-            yield NormalData(off, d[p:end], a, 7, _le(d, p + 2, nbytes))
-        else:
-            yield NormalData(off, d[p:end], None, 0, _le(d, p + 1, nbytes))
-        p = end
+        d = win.data
+        n = len(d)
+        run_pos = win.run_pos
+        run_idx = win.run_idx
+        nruns = len(run_pos)
+        p = k_run = 0
+        base = run_idx[0] - run_pos[0]
+        next_run = run_pos[1] if nruns > 1 else n + 1

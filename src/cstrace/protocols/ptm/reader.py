@@ -3,7 +3,10 @@
 Input: a demultiplexed :class:`~cstrace.capture.stream.Stream` and the
 :class:`~cstrace.protocols.ptm.config.PtmConfig`; output: the packets of
 :mod:`cstrace.protocols.ptm.packets`, each with the capture index of its first
-byte and its raw bytes.
+byte and its raw bytes. The stream is consumed block by block
+(``stream.blocks()``, through a :class:`~cstrace.capture.window.BlockWindow`), so
+memory stays flat however long the capture; the packets are the same wherever
+the capture layer cuts its blocks.
 
 Packet formats are those of the Program Flow Trace Architecture Specification
 (ARM IHI 0035B, §4.5 "PFT packet formats"). Headers are dispatched through a
@@ -25,10 +28,12 @@ listings do so, and cstrace matches them.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from cstrace.capture.stream import Stream
+from cstrace.capture.window import BlockWindow
 from cstrace.elements import Isa
 from cstrace.protocols.base import Packet
 from cstrace.protocols.ptm.config import PtmConfig
@@ -175,19 +180,30 @@ _ASYNC_PAD_LIMIT = 11  # extra 0x00 bytes dropped at a time while hunting an A-s
 _ASYNC_ZEROS = 5
 
 
-def _blocks(stream: Stream) -> Iterator[tuple[int, int, int, int]]:
-    """(start, end, capture index, run number) of the blocks the reference delivers one by one."""
-    pos = stream.run_pos.tolist()
-    idx = stream.run_idx.tolist()
-    n = len(stream.data)
-    ends = [*pos[1:], n]
-    for run, (start, end, index) in enumerate(zip(pos, ends, idx, strict=True)):
+def _blocks(
+    rp: list[int], ri: list[int], n: int, first: int
+) -> Iterator[tuple[int, int, int, int]]:
+    """(start, end, capture index, run) of the blocks the reference delivers one by one.
+
+    Over a window's runs (``rp``/``ri``, ``n`` bytes), from position ``first``;
+    ``run`` is the number of the run in the window.
+    """
+    k = max(bisect_right(rp, first) - 1, 0)
+    start = first
+    index = ri[k] + first - rp[k]
+    nruns = len(rp)
+    while k < nruns:
+        end = rp[k + 1] if k + 1 < nruns else n
         while start < end:
             # a 1024-byte read boundary may fall inside a run (unformatted captures)
             cut = min(end, start + _BLOCK - (index % _BLOCK))
-            yield start, cut, index, run
+            yield start, cut, index, k
             index += cut - start
             start = cut
+        k += 1
+        if k < nruns:
+            start = rp[k]
+            index = ri[k]
 
 
 class _Unsynced:
@@ -371,22 +387,39 @@ def _extract_address(data: bytes, pos: int, count: int, isa: Isa) -> tuple[int, 
 
 def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> Iterator[Packet]:
     """Read the PTM packets of one trace ID's stream."""
-    data = stream.data
-    n = len(data)
-    if n == 0:
+    win = BlockWindow(stream)
+    if not win.advance(0):
         return
     out: list[Packet] = []
 
     # --- before the first A-sync -------------------------------------------------
+    # The hunt goes block by block (the reference's blocks, see ``_blocks``). The
+    # last block of a window may go on in the next capture block: it is scanned
+    # with the next window, which also keeps the 1024 bytes before it (the
+    # reference's previous read, see ``_Unsynced._beyond``).
     hunt = _Unsynced(stream)
     synced = False
-    for start, end, index, run in _blocks(stream):
-        hunt.run = run
-        synced = hunt.feed(data, start, end, index, out)
-        yield from out
-        out.clear()
+    first = 0
+    while not synced:
+        data = win.data
+        n = len(data)
+        held = n
+        for start, end, index, run in _blocks(win.run_pos, win.run_idx, n, first):
+            if end == n and not win.final:
+                held = start
+                break
+            hunt.run = win.first_run + run
+            synced = hunt.feed(data, start, end, index, out)
+            yield from out
+            out.clear()
+            if synced:
+                break
         if synced:
             break
+        keep = max(held - _BLOCK, 0)
+        if not win.advance(keep):
+            break
+        first = held - keep
     if not synced:
         if complete and hunt.pending:
             yield IncompleteEOT(hunt.index, bytes(hunt.pending))
@@ -412,8 +445,8 @@ def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> It
     )
 
     # capture index of a stream position: walk the runs forward
-    run_pos = stream.run_pos.tolist()
-    run_idx = stream.run_idx.tolist()
+    run_pos = win.run_pos
+    run_idx = win.run_idx
     nruns = len(run_pos)
     k = 0
     base = run_idx[0] - run_pos[0]
@@ -431,331 +464,357 @@ def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> It
     timestamp = 0
 
     pos = hunt.resume
-    while pos < n:
-        start = pos
-        while start >= nxt:
-            k += 1
-            base = run_idx[k] - run_pos[k]
-            nxt = run_pos[k + 1] if k + 1 < nruns else n + 1
-        offset = base + start
-        h = data[pos]
-        kind = table[h]
-        pos += 1
+    while True:
+        while pos < n:
+            start = pos
+            while start >= nxt:
+                k += 1
+                base = run_idx[k] - run_pos[k]
+                nxt = run_pos[k + 1] if k + 1 < nruns else n + 1
+            offset = base + start
+            h = data[pos]
+            kind = table[h]
+            pos += 1
 
-        if kind == K_ATOM:
-            if not ca:
-                bits, count = atoms[h]
-                yield Atom(offset, data[start:pos], bits, count)
+            if kind == K_ATOM:
+                if not ca:
+                    bits, count = atoms[h]
+                    yield Atom(offset, data[start:pos], bits, count)
+                    continue
+                if h & 0x40:  # cycle count continues in up to 4 more bytes
+                    done = False
+                    while pos < n:
+                        b = data[pos]
+                        pos += 1
+                        if not b & 0x80 or pos - start == 5:
+                            done = True
+                            break
+                    if not done:
+                        pos = start
+                        break
+                yield Atom(
+                    offset,
+                    data[start:pos],
+                    0 if h & 2 else 1,
+                    1,
+                    _cycle_count(data, start) if h & 0x40 else (h >> 2) & 0xF,
+                )
                 continue
-            if h & 0x40:  # cycle count continues in up to 4 more bytes
-                done = False
-                while pos < n:
+
+            if kind == K_BRANCH:
+                num_addr = 1
+                num_exc = 0
+                cc_bytes = 0
+                addr_isa = isa_unknown
+                got_addr = got_exc = done = False
+                if not h & 0x80:
+                    got_addr = got_exc = True
+                    done = not ca
+                truncated = False
+                while not done:
+                    if pos >= n:
+                        truncated = True
+                        break
                     b = data[pos]
                     pos += 1
-                    if not b & 0x80 or pos - start == 5:
-                        done = True
-                        break
-                if not done:
-                    pos = start
-                    break
-            yield Atom(
-                offset,
-                data[start:pos],
-                0 if h & 2 else 1,
-                1,
-                _cycle_count(data, start) if h & 0x40 else (h >> 2) & 0xF,
-            )
-            continue
-
-        if kind == K_BRANCH:
-            num_addr = 1
-            num_exc = 0
-            cc_bytes = 0
-            addr_isa = isa_unknown
-            got_addr = got_exc = done = False
-            if not h & 0x80:
-                got_addr = got_exc = True
-                done = not ca
-            truncated = False
-            while not done:
-                if pos >= n:
-                    truncated = True
-                    break
-                b = data[pos]
-                pos += 1
-                if not got_addr:
-                    if pos - start - 1 < 4:
-                        if not b & 0x80:
+                    if not got_addr:
+                        if pos - start - 1 < 4:
+                            if not b & 0x80:
+                                got_exc = not b & 0x40
+                                got_addr = True
+                                done = got_exc and not ca
+                        else:
                             got_exc = not b & 0x40
                             got_addr = True
                             done = got_exc and not ca
-                    else:
-                        got_exc = not b & 0x40
-                        got_addr = True
+                            if b & 0x20:
+                                addr_isa = isa_jaz
+                            elif (b & 0x30) == 0x10:
+                                addr_isa = isa_t32
+                            else:
+                                addr_isa = isa_a32
+                        num_addr += 1
+                    elif not got_exc:
+                        if num_exc == 0:
+                            got_exc = not b & 0x80
+                            alt_isa_exc = 1 if b & 0x40 else 0
+                        else:
+                            got_exc = True
+                        num_exc += 1
                         done = got_exc and not ca
-                        if b & 0x20:
-                            addr_isa = isa_jaz
-                        elif (b & 0x30) == 0x10:
-                            addr_isa = isa_t32
+                    else:  # cycle count bytes
+                        if cc_bytes == 0:
+                            done = not b & 0x40
                         else:
-                            addr_isa = isa_a32
-                    num_addr += 1
-                elif not got_exc:
-                    if num_exc == 0:
-                        got_exc = not b & 0x80
-                        alt_isa_exc = 1 if b & 0x40 else 0
-                    else:
-                        got_exc = True
-                    num_exc += 1
-                    done = got_exc and not ca
-                else:  # cycle count bytes
-                    if cc_bytes == 0:
-                        done = not b & 0x40
-                    else:
-                        done = not b & 0x80 or cc_bytes == 4
-                    cc_bytes += 1
-            if truncated:
-                pos = start
-                break
-            if addr_isa == isa_unknown:
-                addr_isa = isa
-            if addr_isa == isa_tee and not alt_isa_exc:
-                addr_isa = isa_t32
-            elif addr_isa == isa_t32 and alt_isa_exc:
-                addr_isa = isa_tee
-            changed = addr_isa != isa
-            isa = addr_isa
-            value, nbits = _extract_address(data, start, num_addr, isa)
-            mask = (1 << nbits) - 1
-            address = (address & ~mask) | (value & mask)
-            if nbits > valid_bits:
-                valid_bits = nbits
-            exception: int | None = None
-            ns_updated = False
-            if num_exc:
-                e1 = data[start + num_addr]
-                exception = (e1 >> 1) & 0xF
-                ns = bool(e1 & 1)
-                ns_updated = True
-                if num_exc > 1:
-                    e2 = data[start + num_addr + 1]
-                    hyp = bool((e2 >> 5) & 1)
-                    exception |= (e2 & 0x1F) << 4
-            cc = _cycle_count(data, start + num_addr + num_exc) if ca else None
-            yield BranchAddress(
-                offset,
-                data[start:pos],
-                address,
-                isa,
-                valid_bits,
-                nbits,
-                changed,
-                exception,
-                ns,
-                hyp,
-                ns_updated,
-                cc,
-            )
-            continue
-
-        if kind == K_ISYNC:
-            need = 6 + ctxt_bytes
-            need_cc = False
-            got_cc = False
-            cc_len = 0
-            while pos - start < need and pos < n:
-                b = data[pos]
-                pos += 1
-                i = pos - start - 1
-                if i == 5:
-                    need_cc = ca and ((b >> 5) & 3) != 0
-                    if need_cc:
-                        need += 1
-                elif i > 5 and need_cc and not got_cc:
-                    if i == 6:
-                        got_cc = not b & 0x40
-                    else:
-                        got_cc = not b & 0x80 or i == 10
-                    cc_len += 1
-                    if not got_cc:
-                        need += 1
-            if pos - start < need:
-                pos = start
-                break
-            info = data[start + 5]
-            reason = ISyncReason((info >> 5) & 3)
-            ns = bool(info & 0x08)
-            alt_isa = bool(info & 0x04)
-            hyp = bool(info & 0x02)
-            new_isa = (isa_tee if alt_isa else isa_t32) if data[start + 1] & 1 else isa_a32
-            changed = new_isa != isa
-            isa = new_isa
-            address = (
-                (data[start + 1] & 0xFE)
-                | (data[start + 2] << 8)
-                | (data[start + 3] << 16)
-                | (data[start + 4] << 24)
-            )
-            valid_bits = 32
-            cc = _cycle_count(data, start + 6) if need_cc else None
-            ctxt: int | None = None
-            if ctxt_bytes:
-                p = start + 6 + cc_len
-                context_id = int.from_bytes(data[p : p + ctxt_bytes], "little")
-                ctxt = context_id
-            yield ISync(
-                offset, data[start:pos], address, isa, reason, ns, hyp, alt_isa, ctxt, cc, changed
-            )
-            continue
-
-        if kind == K_TS:
-            got_ts = False
-            cc_len = 0
-            done = False
-            while not done and pos < n:
-                b = data[pos]
-                pos += 1
-                if not got_ts:
-                    if not b & 0x80 or pos - start == ts_max:
-                        got_ts = True
-                        done = not ca
-                else:
-                    if not b & (0x40 if cc_len == 0 else 0x80):
-                        done = True
-                    cc_len += 1
-                    if cc_len == 5:
-                        done = True
-            if not done:
-                pos = start
-                break
-            value = 0
-            nbits = 0
-            shift = 0
-            p = start + 1
-            while True:
-                b = data[p]
-                p += 1
-                if ts_size == 64:
-                    if p - start - 1 < 9:
-                        more = b & 0x80
-                        b &= 0x7F
-                        nbits += 7
-                    else:
-                        more = 0
-                        nbits += 8
-                else:
-                    if p - start - 1 < 7:
-                        more = b & 0x80
-                        b &= 0x7F
-                        nbits += 7
-                    else:
-                        more = 0
-                        b &= 0x3F
-                        nbits += 6
-                value |= b << shift
-                shift += 7
-                if not more:
+                            done = not b & 0x80 or cc_bytes == 4
+                        cc_bytes += 1
+                if truncated:
+                    pos = start
                     break
-            cc = _cycle_count(data, p) if ca else None
-            # The reference (OpenCSD 1.3.3 to 1.8.0) merges the value as natural
-            # binary whatever ETMCCER bit 28 says; so do we (see the module notes).
-            mask = (1 << nbits) - 1
-            timestamp = (timestamp & ~mask) | (value & mask)
-            yield Timestamp(offset, data[start:pos], timestamp, nbits, cc)
-            continue
+                if addr_isa == isa_unknown:
+                    addr_isa = isa
+                if addr_isa == isa_tee and not alt_isa_exc:
+                    addr_isa = isa_t32
+                elif addr_isa == isa_t32 and alt_isa_exc:
+                    addr_isa = isa_tee
+                changed = addr_isa != isa
+                isa = addr_isa
+                value, nbits = _extract_address(data, start, num_addr, isa)
+                mask = (1 << nbits) - 1
+                address = (address & ~mask) | (value & mask)
+                if nbits > valid_bits:
+                    valid_bits = nbits
+                exception: int | None = None
+                ns_updated = False
+                if num_exc:
+                    e1 = data[start + num_addr]
+                    exception = (e1 >> 1) & 0xF
+                    ns = bool(e1 & 1)
+                    ns_updated = True
+                    if num_exc > 1:
+                        e2 = data[start + num_addr + 1]
+                        hyp = bool((e2 >> 5) & 1)
+                        exception |= (e2 & 0x1F) << 4
+                cc = _cycle_count(data, start + num_addr + num_exc) if ca else None
+                yield BranchAddress(
+                    offset,
+                    data[start:pos],
+                    address,
+                    isa,
+                    valid_bits,
+                    nbits,
+                    changed,
+                    exception,
+                    ns,
+                    hyp,
+                    ns_updated,
+                    cc,
+                )
+                continue
 
-        if kind == K_ASYNC:
-            zeros = 1
-            result = -1
-            while pos < n:
-                b = data[pos]
-                pos += 1
-                if b == 0:
-                    zeros += 1
-                    if zeros >= _ASYNC_PAD_LIMIT + _ASYNC_ZEROS:
-                        result = 1
+            if kind == K_ISYNC:
+                need = 6 + ctxt_bytes
+                need_cc = False
+                got_cc = False
+                cc_len = 0
+                while pos - start < need and pos < n:
+                    b = data[pos]
+                    pos += 1
+                    i = pos - start - 1
+                    if i == 5:
+                        need_cc = ca and ((b >> 5) & 3) != 0
+                        if need_cc:
+                            need += 1
+                    elif i > 5 and need_cc and not got_cc:
+                        if i == 6:
+                            got_cc = not b & 0x40
+                        else:
+                            got_cc = not b & 0x80 or i == 10
+                        cc_len += 1
+                        if not got_cc:
+                            need += 1
+                if pos - start < need:
+                    pos = start
+                    break
+                info = data[start + 5]
+                reason = ISyncReason((info >> 5) & 3)
+                ns = bool(info & 0x08)
+                alt_isa = bool(info & 0x04)
+                hyp = bool(info & 0x02)
+                new_isa = (isa_tee if alt_isa else isa_t32) if data[start + 1] & 1 else isa_a32
+                changed = new_isa != isa
+                isa = new_isa
+                address = (
+                    (data[start + 1] & 0xFE)
+                    | (data[start + 2] << 8)
+                    | (data[start + 3] << 16)
+                    | (data[start + 4] << 24)
+                )
+                valid_bits = 32
+                cc = _cycle_count(data, start + 6) if need_cc else None
+                ctxt: int | None = None
+                if ctxt_bytes:
+                    p = start + 6 + cc_len
+                    context_id = int.from_bytes(data[p : p + ctxt_bytes], "little")
+                    ctxt = context_id
+                yield ISync(
+                    offset,
+                    data[start:pos],
+                    address,
+                    isa,
+                    reason,
+                    ns,
+                    hyp,
+                    alt_isa,
+                    ctxt,
+                    cc,
+                    changed,
+                )
+                continue
+
+            if kind == K_TS:
+                got_ts = False
+                cc_len = 0
+                done = False
+                while not done and pos < n:
+                    b = data[pos]
+                    pos += 1
+                    if not got_ts:
+                        if not b & 0x80 or pos - start == ts_max:
+                            got_ts = True
+                            done = not ca
+                    else:
+                        if not b & (0x40 if cc_len == 0 else 0x80):
+                            done = True
+                        cc_len += 1
+                        if cc_len == 5:
+                            done = True
+                if not done:
+                    pos = start
+                    break
+                value = 0
+                nbits = 0
+                shift = 0
+                p = start + 1
+                while True:
+                    b = data[p]
+                    p += 1
+                    if ts_size == 64:
+                        if p - start - 1 < 9:
+                            more = b & 0x80
+                            b &= 0x7F
+                            nbits += 7
+                        else:
+                            more = 0
+                            nbits += 8
+                    else:
+                        if p - start - 1 < 7:
+                            more = b & 0x80
+                            b &= 0x7F
+                            nbits += 7
+                        else:
+                            more = 0
+                            b &= 0x3F
+                            nbits += 6
+                    value |= b << shift
+                    shift += 7
+                    if not more:
                         break
-                else:
-                    result = 0 if b == 0x80 and zeros >= _ASYNC_ZEROS else 1
-                    break
-            if result < 0:
-                pos = start
-                break
-            if result == 0:
-                yield ASync(offset, data[start:pos])
-            else:
-                yield BadSequence(offset, data[start:pos], T.A_SYNC)
-            continue
+                cc = _cycle_count(data, p) if ca else None
+                # The reference (OpenCSD 1.3.3 to 1.8.0) merges the value as natural
+                # binary whatever ETMCCER bit 28 says; so do we (see the module notes).
+                mask = (1 << nbits) - 1
+                timestamp = (timestamp & ~mask) | (value & mask)
+                yield Timestamp(offset, data[start:pos], timestamp, nbits, cc)
+                continue
 
-        if kind == K_WP:
-            num_addr = 0
-            addr_isa = isa_unknown
-            got_addr = got_exc = done = False
-            while not done and pos < n:
-                b = data[pos]
-                pos += 1
-                if not got_addr:
-                    if pos - start - 1 <= 4:
-                        if not b & 0x80:
-                            got_addr = got_exc = done = True
+            if kind == K_ASYNC:
+                zeros = 1
+                result = -1
+                while pos < n:
+                    b = data[pos]
+                    pos += 1
+                    if b == 0:
+                        zeros += 1
+                        if zeros >= _ASYNC_PAD_LIMIT + _ASYNC_ZEROS:
+                            result = 1
+                            break
                     else:
-                        got_exc = not b & 0x40
-                        got_addr = True
-                        done = got_exc
-                        if b & 0x20:
-                            addr_isa = isa_jaz
-                        elif (b & 0x30) == 0x10:
-                            addr_isa = isa_t32
-                        else:
-                            addr_isa = isa_a32
-                    num_addr += 1
+                        result = 0 if b == 0x80 and zeros >= _ASYNC_ZEROS else 1
+                        break
+                if result < 0:
+                    pos = start
+                    break
+                if result == 0:
+                    yield ASync(offset, data[start:pos])
                 else:
-                    alt_isa_exc = 1 if b & 0x40 else 0
-                    got_exc = done = True
-            if not done:
-                pos = start
-                break
-            if addr_isa == isa_unknown:
-                addr_isa = isa
-            if addr_isa == isa_tee and not alt_isa_exc:
-                addr_isa = isa_t32
-            elif addr_isa == isa_t32 and alt_isa_exc:
-                addr_isa = isa_tee
-            changed = addr_isa != isa
-            isa = addr_isa
-            value, nbits = _extract_address(data, start + 1, num_addr, isa)
-            mask = (1 << nbits) - 1
-            address = (address & ~mask) | (value & mask)
-            if nbits > valid_bits:
-                valid_bits = nbits
-            yield WaypointUpdate(offset, data[start:pos], address, isa, valid_bits, nbits, changed)
-            continue
+                    yield BadSequence(offset, data[start:pos], T.A_SYNC)
+                continue
 
-        if kind == K_CTXT:
-            if n - pos < ctxt_bytes:
-                pos = start
-                break
-            context_id = int.from_bytes(data[pos : pos + ctxt_bytes], "little")
-            pos += ctxt_bytes
-            yield ContextID(offset, data[start:pos], context_id)
-            continue
+            if kind == K_WP:
+                num_addr = 0
+                addr_isa = isa_unknown
+                got_addr = got_exc = done = False
+                while not done and pos < n:
+                    b = data[pos]
+                    pos += 1
+                    if not got_addr:
+                        if pos - start - 1 <= 4:
+                            if not b & 0x80:
+                                got_addr = got_exc = done = True
+                        else:
+                            got_exc = not b & 0x40
+                            got_addr = True
+                            done = got_exc
+                            if b & 0x20:
+                                addr_isa = isa_jaz
+                            elif (b & 0x30) == 0x10:
+                                addr_isa = isa_t32
+                            else:
+                                addr_isa = isa_a32
+                        num_addr += 1
+                    else:
+                        alt_isa_exc = 1 if b & 0x40 else 0
+                        got_exc = done = True
+                if not done:
+                    pos = start
+                    break
+                if addr_isa == isa_unknown:
+                    addr_isa = isa
+                if addr_isa == isa_tee and not alt_isa_exc:
+                    addr_isa = isa_t32
+                elif addr_isa == isa_t32 and alt_isa_exc:
+                    addr_isa = isa_tee
+                changed = addr_isa != isa
+                isa = addr_isa
+                value, nbits = _extract_address(data, start + 1, num_addr, isa)
+                mask = (1 << nbits) - 1
+                address = (address & ~mask) | (value & mask)
+                if nbits > valid_bits:
+                    valid_bits = nbits
+                yield WaypointUpdate(
+                    offset, data[start:pos], address, isa, valid_bits, nbits, changed
+                )
+                continue
 
-        if kind == K_VMID:
-            if pos >= n:
-                pos = start
-                break
-            pos += 1
-            yield VMID(offset, data[start:pos], data[pos - 1])
-            continue
+            if kind == K_CTXT:
+                if n - pos < ctxt_bytes:
+                    pos = start
+                    break
+                context_id = int.from_bytes(data[pos : pos + ctxt_bytes], "little")
+                pos += ctxt_bytes
+                yield ContextID(offset, data[start:pos], context_id)
+                continue
 
-        if kind == K_TRIGGER:
-            yield Trigger(offset, data[start:pos])
-        elif kind == K_ERET:
-            yield ExceptionReturn(offset, data[start:pos])
-        elif kind == K_IGNORE:
-            yield Ignore(offset, data[start:pos])
-        else:
-            yield Reserved(offset, data[start:pos])
+            if kind == K_VMID:
+                if pos >= n:
+                    pos = start
+                    break
+                pos += 1
+                yield VMID(offset, data[start:pos], data[pos - 1])
+                continue
+
+            if kind == K_TRIGGER:
+                yield Trigger(offset, data[start:pos])
+            elif kind == K_ERET:
+                yield ExceptionReturn(offset, data[start:pos])
+            elif kind == K_IGNORE:
+                yield Ignore(offset, data[start:pos])
+            else:
+                yield Reserved(offset, data[start:pos])
+
+        # The window is used up, or the packet at ``pos`` goes on in the next
+        # block: keep its bytes and read it again, whole, with the next window.
+        if not win.advance(pos):
+            break
+        data = win.data
+        n = len(data)
+        run_pos = win.run_pos
+        run_idx = win.run_idx
+        nruns = len(run_pos)
+        pos = k = 0
+        base = run_idx[0] - run_pos[0]
+        nxt = run_pos[1] if nruns > 1 else n + 1
 
     if pos < n and complete:
         while pos >= nxt:
