@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cstrace.capture import SINGLE_SOURCE_FORMATS, CaptureIssue, Demux, Stream, demux
-from cstrace.capture.formatter import FRAME_SIZE
-from cstrace.capture.lazy import LazyStream
+from cstrace.capture.formatter import EMPTY_BLOCK_STOP, FRAME_SIZE
+from cstrace.capture.lazy import LazyStream, find_empty_block_stop
 from cstrace.elements import Element
 from cstrace.errors import CstraceError
 from cstrace.memory import MemoryMap
@@ -112,7 +112,7 @@ class Session:
             start += size
         return f"{buffer.name}: offset {offset:#x}"  # pragma: no cover - no files
 
-    def _lazy_demux(self, buffer: TraceBuffer) -> Demux:
+    def _lazy_demux(self, buffer: TraceBuffer, decoded: frozenset[int]) -> Demux:
         """Streams that read and demultiplex the buffer block by block when decoded."""
         size = self.snapshot.buffer_size(buffer)
         snapshot = self.snapshot
@@ -132,8 +132,13 @@ class Session:
                     f"{size % FRAME_SIZE} trailing bytes ignored",
                 )
             )
-        streams: dict[int, Stream] = {tid: LazyStream(tid, read) for tid in range(0x80)}
-        return Demux(streams, issues, size // FRAME_SIZE, True)
+        stop = find_empty_block_stop(read, decoded)
+        if stop is not None:
+            issues.append(CaptureIssue(stop, EMPTY_BLOCK_STOP))
+        streams: dict[int, Stream] = {
+            tid: LazyStream(tid, read, stop_ids=decoded) for tid in decoded
+        }
+        return Demux(streams, issues, size // FRAME_SIZE, stop is None)
 
     def open_buffer(self, buffer: TraceBuffer) -> BufferDecode:
         """Demultiplex ``buffer`` and prepare a run for each source it holds.
@@ -142,26 +147,15 @@ class Session:
         each trace ID's stream is demultiplexed block by block while it is
         decoded, so memory does not grow with the size of the capture.
         """
-        if buffer.format in LAZY_FORMATS:
-            empty = self.snapshot.buffer_size(buffer) == 0
-            result = self._lazy_demux(buffer)
-        else:
-            data = self.snapshot.read_buffer(buffer)
-            empty = not data
-            result = demux(data, buffer.format)
         notices: list[str] = []
         errors: list[str] = []
-        if empty:
-            errors.append(f"{self._where(buffer, 0)}: trace buffer {buffer.name!r} is empty")
-        for issue in result.issues:
-            errors.append(f"{self._where(buffer, issue.offset)}: {issue.message}")
         sources = self.snapshot.sources_for(buffer)
         single = buffer.format in SINGLE_SOURCE_FORMATS
         if single:
             sources = sources[:1]
         if not sources:
             notices.append(f"{buffer.name}: no trace source is associated with this buffer")
-        runs: list[SourceRun] = []
+        configured: list[tuple[TraceSource, ProtocolSpec, Any, int]] = []
         for source in sources:
             proto = find_protocol(source.device.device_type)
             if proto is None:
@@ -179,7 +173,24 @@ class Session:
                 # the other sources of the buffer are still decoded.
                 errors.append(f"{exc} (source {source.device.name!r} not decoded)")
                 continue
-            trace_id = int(config.trace_id)
+            configured.append((source, proto, config, int(config.trace_id)))
+
+        # The trace IDs with a decoder: the reference stops at an empty block for one.
+        decoded = frozenset(tid for _, _, _, tid in configured) if not single else frozenset()
+        if buffer.format in LAZY_FORMATS:
+            empty = self.snapshot.buffer_size(buffer) == 0
+            result = self._lazy_demux(buffer, decoded)
+        else:
+            data = self.snapshot.read_buffer(buffer)
+            empty = not data
+            result = demux(data, buffer.format, stop_ids=decoded)
+        if empty:
+            errors.insert(0, f"{self._where(buffer, 0)}: trace buffer {buffer.name!r} is empty")
+        for issue in result.issues:
+            errors.append(f"{self._where(buffer, issue.offset)}: {issue.message}")
+
+        runs: list[SourceRun] = []
+        for source, proto, config, trace_id in configured:
             # No truth test on the stream: len() of a lazy stream would gather all its data.
             found = result.streams.get(0 if single else trace_id)
             stream = found if found is not None else Stream(None if single else trace_id, b"")

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from cstrace.capture import demux
 from cstrace.capture.encode import format_frames
 from cstrace.capture.formatter import demux_frames
-from cstrace.capture.lazy import LazyStream
+from cstrace.capture.lazy import LazyStream, find_empty_block_stop
 
 
 def model_demux(data: bytes, sofs: list[int] | None = None) -> dict[int, list[tuple[int, int]]]:
@@ -257,3 +257,34 @@ def test_lazy_single_source_blocks_keep_offsets() -> None:
     blocks = list(lazy.blocks())
     assert [b.offset_at(0) for b in blocks] == [0, 1024, 2048]
     assert b"".join(b.data for b in blocks) == data
+
+
+def _empty_block_frame() -> bytes:
+    # Byte 0: ID 1; bytes 1..11 data; byte 12: ID 2 with flag bit 6 set (byte 13 is
+    # still ID 1's); byte 14: ID 3. ID 2 gets an empty block from the reference.
+    body = [0x03, *([0x10] * 11), 0x05, 0x77, 0x07]
+    return frame(body, flags=1 << 6)
+
+
+def test_empty_block_for_a_decoded_id_stops_the_capture() -> None:
+    before = frame([0x03, *range(1, 15)])
+    after = frame([0x03, *range(1, 15)])
+    data = before + _empty_block_frame() + after
+    # Without a decoder for ID 2 nothing happens.
+    assert demux(data, "coresight").complete
+    result = demux(data, "coresight", stop_ids=frozenset({1, 2}))
+    assert not result.complete
+    assert result.issues[-1].offset == 16
+    assert len(result.streams[1].data) == 14 + 12  # the frame after the stop is not read
+    lazy = LazyStream(1, _reader(data, 16), stop_ids=frozenset({1, 2}))
+    assert lazy.data == result.streams[1].data
+    assert find_empty_block_stop(_reader(data, 16), frozenset({2})) == 16
+    assert find_empty_block_stop(_reader(data, 16), frozenset({1})) is None
+
+
+def test_empty_block_needs_an_id_change() -> None:
+    # Byte 12 repeats the current ID: no new block, nothing stops.
+    body = [0x05, *([0x10] * 11), 0x05, 0x77, 0x07]
+    data = frame(body, flags=1 << 6)
+    assert demux(data, "coresight", stop_ids=frozenset({2})).complete
+    assert find_empty_block_stop(_reader(data, 16), frozenset({2})) is None

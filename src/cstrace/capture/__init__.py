@@ -53,15 +53,21 @@ SINGLE_SOURCE_FORMATS = frozenset(("source_data", *ETM_FORMATS, "xscale_tb", "dc
 """Formats that hold the data of one trace source, without trace IDs."""
 
 
-def demux(data: bytes | bytearray | memoryview, fmt: str) -> Demux:
-    """Split a capture in format ``fmt`` into per-trace-ID streams."""
+def demux(
+    data: bytes | bytearray | memoryview, fmt: str, *, stop_ids: frozenset[int] = frozenset()
+) -> Demux:
+    """Split a capture in format ``fmt`` into per-trace-ID streams.
+
+    ``stop_ids``: the trace IDs that have a decoder; a frame that hands one of them an
+    empty block ends the capture there, as in the reference decoder.
+    """
     match fmt:
         case "coresight":
-            return demux_frames(data)
+            return demux_frames(data, stop_ids=stop_ids)
         case "dstream_coresight":
-            return demux_frames(data, fsyncs=True)
+            return demux_frames(data, fsyncs=True, stop_ids=stop_ids)
         case "tpiu":
-            return demux_frames(data, fsyncs=True, hsyncs=True)
+            return demux_frames(data, fsyncs=True, hsyncs=True, stop_ids=stop_ids)
         case "source_data":
             return Demux({0: Stream(None, bytes(data))})
         case "etm_etb" | "etm_cycles" | "etm_cycles_text" | "etm_port" | "xscale_tb" | "dcc_words":

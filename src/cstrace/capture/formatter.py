@@ -31,6 +31,10 @@ __all__ = ["FRAME_SIZE", "CaptureIssue", "Demux", "demux_frames"]
 FRAME_SIZE = 16
 _BLOCK_FRAMES = 1 << 16
 _NO_ID = -1
+EMPTY_BLOCK_STOP = (
+    "this frame hands a decoded trace ID an empty data block, which the reference "
+    "decoder treats as fatal: decoding of the buffer stops after this frame"
+)
 # Template owner codes: 0..7 = the ID byte in slot k, 8 = ID current at frame start,
 # 9 = not a data byte.
 _OWNER_IN = 8
@@ -140,8 +144,12 @@ class _Unpacker:
     # changing ID slots 0..6 (7 bits).
     _KEY_BITS = 22
 
-    def __init__(self, only: int | None = None) -> None:
+    def __init__(self, only: int | None = None, stop_ids: frozenset[int] = frozenset()) -> None:
         self.only = only
+        # IDs with a decoder: an empty block for one of them stops the capture (see
+        # _first_fatal); stopped_at is then the capture index of that frame.
+        self.stop_ids = stop_ids
+        self.stopped_at: int | None = None
         self.current_id = _NO_ID
         self.key_table: npt.NDArray[np.intp] | None = None
         self.t_owner = np.zeros((0, 15), dtype=np.intp)
@@ -188,10 +196,39 @@ class _Unpacker:
             tids = table[keys]
         return tids
 
-    def feed(self, frames: npt.NDArray[np.uint8], sof: npt.NDArray[np.int64]) -> None:
+    def _first_fatal(
+        self,
+        general: npt.NDArray[np.intp],
+        id_mask: npt.NDArray[np.uint8],
+        g_is_id: npt.NDArray[np.bool_],
+        g_val: npt.NDArray[np.int16],
+        cur_in: npt.NDArray[np.int16],
+        flags: npt.NDArray[np.uint8],
+    ) -> int | None:
+        """The first frame whose last data slot is empty for a decoded ID, if any.
+
+        When byte 12 changes the ID with its flag bit set (byte 13 still belongs
+        to the old ID) and byte 14 is an ID, the reference's deformatter hands the
+        new ID an empty block; a decoder answers that with a fatal error and the
+        reference stops the whole buffer there.
+        """
+        candidate = g_is_id[:, 6] & g_is_id[:, 7] & ((flags[general] >> 6) & 1).astype(bool)
+        if not candidate.any():
+            return None
+        earlier = _HIGHEST[id_mask[general] & 0x3F].astype(np.intp)
+        before = np.where(
+            earlier >= 0, g_val[np.arange(general.size), np.maximum(earlier, 0)], cur_in[general]
+        )
+        hit = candidate & (g_val[:, 6] != before) & np.isin(g_val[:, 6], list(self.stop_ids))
+        rows = np.flatnonzero(hit)
+        return int(general[rows[0]]) if rows.size else None
+
+    def feed(
+        self, frames: npt.NDArray[np.uint8], sof: npt.NDArray[np.int64], check: bool = True
+    ) -> None:
         """Unpack ``frames`` (n x 16), whose first bytes are at capture indices ``sof``."""
         n = frames.shape[0]
-        if n == 0:
+        if n == 0 or self.stopped_at is not None:
             return
         frames = np.ascontiguousarray(frames)
         words = frames.view("<u8")  # n x 2
@@ -212,6 +249,13 @@ class _Unpacker:
         if n > 1 and general.size:
             prev = has[:-1]
             cur_in[1:] = np.where(prev >= 0, last_id[np.maximum(prev, 0)], self.current_id)
+        if check and self.stop_ids and general.size:
+            fatal = self._first_fatal(general, id_mask, g_is_id, g_val, cur_in, frames[:, 15])
+            if fatal is not None:
+                # Unpack up to and including that frame, then stop for good.
+                self.feed(frames[: fatal + 1], sof[: fatal + 1], check=False)
+                self.stopped_at = int(sof[fatal])
+                return
         if general.size:
             self.current_id = int(last_id[-1])
 
@@ -391,6 +435,7 @@ def demux_frames(
     fsyncs: bool = False,
     hsyncs: bool = False,
     base: int = 0,
+    stop_ids: frozenset[int] = frozenset(),
 ) -> Demux:
     """Demultiplex a formatted capture into one stream per trace ID.
 
@@ -400,7 +445,7 @@ def demux_frames(
     """
     buf = bytes(data)
     issues: list[CaptureIssue] = []
-    unpacker = _Unpacker()
+    unpacker = _Unpacker(stop_ids=stop_ids)
     if fsyncs or hsyncs:
         frames, sof, complete = _fsync_frames(buf, hsyncs, issues)
         sof = sof + base
@@ -424,4 +469,7 @@ def demux_frames(
             unpacker.feed(block, sof)
         count = whole
         complete = True
+    if unpacker.stopped_at is not None:
+        issues.append(CaptureIssue(unpacker.stopped_at, EMPTY_BLOCK_STOP))
+        complete = False
     return Demux(unpacker.streams(), issues, count, complete)

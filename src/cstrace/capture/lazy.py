@@ -23,10 +23,10 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import numpy.typing as npt
 
-from cstrace.capture.formatter import FRAME_SIZE, _Unpacker
+from cstrace.capture.formatter import _HIGHEST, FRAME_SIZE, _Unpacker
 from cstrace.capture.stream import Stream
 
-__all__ = ["BLOCK_SIZE", "LazyStream", "ReadBlocks"]
+__all__ = ["BLOCK_SIZE", "LazyStream", "ReadBlocks", "find_empty_block_stop"]
 
 BLOCK_SIZE = 1 << 20
 """Bytes read and demultiplexed at a time (a multiple of the 16-byte frame)."""
@@ -53,10 +53,56 @@ def _aligned(read: ReadBlocks, unit: int, size: int) -> Iterator[tuple[int, byte
         yield offset, pending[:whole]
 
 
+def find_empty_block_stop(
+    read: ReadBlocks, stop_ids: frozenset[int], block_size: int = BLOCK_SIZE
+) -> int | None:
+    """The capture index of the first frame that stops the reference decoder, if any.
+
+    That is a frame whose byte 12 changes the ID to one of ``stop_ids`` with its
+    flag bit set and whose byte 14 is an ID: the reference hands the new ID an
+    empty data block there, which its decoders treat as fatal (see
+    ``_Unpacker._first_fatal``). Such frames are rare, so this pass only tests
+    three bits per frame with NumPy and looks closer at the few candidates.
+    """
+    if not stop_ids:
+        return None
+    last_id = -1  # the ID in effect at the end of the previous block
+    for offset, data in _aligned(read, FRAME_SIZE, block_size - block_size % FRAME_SIZE):
+        frames = np.frombuffer(data, dtype=np.uint8).reshape(-1, FRAME_SIZE)
+        slots = frames[:, 0:15:2]
+        is_id = (slots & 1).astype(bool)
+        cand = np.flatnonzero(is_id[:, 6] & is_id[:, 7] & ((frames[:, 15] >> 6) & 1).astype(bool))
+        if cand.size:
+            with_ids = np.flatnonzero(is_id.any(axis=1))
+            for row in cand.tolist():
+                new = int(slots[row, 6]) >> 1
+                if new not in stop_ids:
+                    continue
+                mask = int(np.packbits(is_id[row, :6], bitorder="little")[0])
+                if mask:
+                    before = int(slots[row, int(_HIGHEST[mask])]) >> 1
+                else:
+                    k = int(np.searchsorted(with_ids, row)) - 1
+                    if k >= 0:
+                        prev = int(with_ids[k])
+                        top = int(_HIGHEST[int(np.packbits(is_id[prev], bitorder="little")[0])])
+                        before = int(slots[prev, top]) >> 1
+                    else:
+                        before = last_id
+                if new != before:
+                    return offset + FRAME_SIZE * row
+        rows = np.flatnonzero(is_id.any(axis=1))
+        if rows.size:
+            row = int(rows[-1])
+            top = int(_HIGHEST[int(np.packbits(is_id[row], bitorder="little")[0])])
+            last_id = int(slots[row, top]) >> 1
+    return None
+
+
 class LazyStream(Stream):
     """The stream of one trace ID of an aligned-frame or single-source capture, read lazily."""
 
-    __slots__ = ("_full", "_read", "_single", "block_size")
+    __slots__ = ("_full", "_read", "_single", "block_size", "stop_ids")
 
     def __init__(
         self,
@@ -64,6 +110,7 @@ class LazyStream(Stream):
         read: ReadBlocks,
         *,
         block_size: int = BLOCK_SIZE,
+        stop_ids: frozenset[int] = frozenset(),
     ) -> None:
         # Deliberately not calling Stream.__init__: data and runs are gathered on demand.
         self.trace_id = trace_id
@@ -71,6 +118,7 @@ class LazyStream(Stream):
         self._single = trace_id is None
         self.block_size = block_size - block_size % FRAME_SIZE
         self._full: Stream | None = None
+        self.stop_ids = stop_ids
 
     def blocks(self) -> Iterator[Stream]:
         """This trace ID's data, one capture block at a time (each block a small stream)."""
@@ -81,7 +129,7 @@ class LazyStream(Stream):
             for offset, data in _aligned(self._read, 1, self.block_size):
                 yield Stream(None, data, base=offset)
             return
-        unpacker = _Unpacker(only=self.trace_id)
+        unpacker = _Unpacker(only=self.trace_id, stop_ids=self.stop_ids)
         tid = self.trace_id
         assert tid is not None
         for offset, data in _aligned(self._read, FRAME_SIZE, self.block_size):
@@ -91,6 +139,8 @@ class LazyStream(Stream):
             piece = unpacker.take(tid)
             if piece is not None:
                 yield piece
+            if unpacker.stopped_at is not None:
+                return
 
     def _gather(self) -> Stream:
         if self._full is None:
