@@ -134,7 +134,7 @@ class Session:
             )
         stop = find_empty_block_stop(read, decoded)
         if stop is not None:
-            issues.append(CaptureIssue(stop, EMPTY_BLOCK_STOP))
+            issues.append(CaptureIssue(stop, EMPTY_BLOCK_STOP, warning=True))
         streams: dict[int, Stream] = {
             tid: LazyStream(tid, read, stop_ids=decoded) for tid in decoded
         }
@@ -187,7 +187,8 @@ class Session:
         if empty:
             errors.insert(0, f"{self._where(buffer, 0)}: trace buffer {buffer.name!r} is empty")
         for issue in result.issues:
-            errors.append(f"{self._where(buffer, issue.offset)}: {issue.message}")
+            text = f"{self._where(buffer, issue.offset)}: {issue.message}"
+            (notices if issue.warning else errors).append(text)
 
         runs: list[SourceRun] = []
         for source, proto, config, trace_id in configured:

@@ -45,10 +45,15 @@ _HIGHEST = np.array([b.bit_length() - 1 for b in range(256)], dtype=np.int8)
 
 @dataclass(frozen=True)
 class CaptureIssue:
-    """Something wrong with the capture framing, at a byte offset."""
+    """Something about the capture framing worth telling, at a byte offset.
+
+    ``warning`` marks what is not a fault of the capture (such as where the reference
+    decoder would stop); the rest are errors in the capture.
+    """
 
     offset: int
     message: str
+    warning: bool = False
 
 
 @dataclass
@@ -470,6 +475,6 @@ def demux_frames(
         count = whole
         complete = True
     if unpacker.stopped_at is not None:
-        issues.append(CaptureIssue(unpacker.stopped_at, EMPTY_BLOCK_STOP))
+        issues.append(CaptureIssue(unpacker.stopped_at, EMPTY_BLOCK_STOP, warning=True))
         complete = False
     return Demux(unpacker.streams(), issues, count, complete)
