@@ -1,0 +1,53 @@
+"""The short way in: open a trace and iterate its decoded elements.
+
+Input: a path to a DS-5 snapshot (folder or ``snapshot.ini``), a trace package
+(folder or ZIP), or an already opened :class:`~cstrace.snapshot.Snapshot`;
+output: ``(trace ID, element)`` pairs, buffer by buffer and source by source::
+
+    import cstrace
+
+    for trace_id, elem in cstrace.iter_elements("path/to/snapshot"):
+        match elem:
+            case cstrace.InstrRange(start=start, end=end):
+                print(f"{trace_id:#x}: {start:#x}-{end:#x}")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from cstrace.decode import Session
+from cstrace.elements import Element
+from cstrace.protocols import DecodeOptions
+from cstrace.snapshot.model import Snapshot
+from cstrace.snapshot.package import open_trace_input
+
+__all__ = ["iter_elements", "open_trace"]
+
+
+def open_trace(path: str | Path) -> Snapshot:
+    """Open a snapshot or a trace package (folder or ZIP) for decoding."""
+    return open_trace_input(path)
+
+
+def iter_elements(
+    trace: str | Path | Snapshot,
+    buffers: Sequence[str] | None = None,
+    *,
+    src_addr_n: bool = False,
+) -> Iterator[tuple[int, Element]]:
+    """Decode ``trace`` and yield ``(trace ID, element)`` for every element.
+
+    ``buffers`` names the trace buffers to decode, in order (default: all, in
+    trace.ini order). Each trace ID's elements come in the order they were
+    decoded; trace IDs follow one another.
+    """
+    snapshot = trace if isinstance(trace, Snapshot) else open_trace(trace)
+    session = Session(snapshot, DecodeOptions(src_addr_n=src_addr_n))
+    names = list(buffers) if buffers is not None else [b.name for b in snapshot.buffers]
+    for name in names:
+        for run in session.open_buffer(snapshot.buffer(name)).runs:
+            tid = run.trace_id
+            for elem in run.elements():
+                yield tid, elem
