@@ -341,7 +341,7 @@ class _Unpacker:
             rows = run_rows[mine]
             if rows.size > 1:
                 rows = rows[np.concatenate(([True], rows[1:] != rows[:-1]))]
-            if 4 * rows.size < n:
+            if 2 * rows.size < n:
                 # Few frames hold this ID: select within those frames only.
                 sel = np.take(owners, rows, axis=0).ravel() == tid
                 vals = np.compress(sel, np.take(values, rows, axis=0).ravel())
