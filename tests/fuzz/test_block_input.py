@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 
 from cstrace.capture.stream import Stream
 from cstrace.protocols.etmv3 import iter_packets as etmv3_packets
+from cstrace.protocols.etmv3.encoder import encode_async as etmv3_async
 from cstrace.protocols.etmv4 import iter_packets as etmv4_packets
 from cstrace.protocols.ptm import iter_packets as ptm_packets
 from tests.blocks import SplitStream, frame_cuts, packet_fields, random_cuts
@@ -106,3 +108,18 @@ def test_cuts_in_random_bytes(data: bytes, proto: str, single: bool) -> None:
     whole = packet_fields(read(stream, config, True))
     for c in (frame_cuts(stream), list(range(1, len(data)))):
         assert packet_fields(read(SplitStream(stream, c), config, True)) == whole
+
+
+def test_etmv3_data_packet_that_never_completes_spans_every_block() -> None:
+    # Normal data with an address and no data bytes: the reference never ends
+    # the packet, so it takes the rest of the stream, across all blocks.
+    config = replace(e3._BASE, ctrl=0x1000086C)  # data values and addresses traced
+    data = etmv3_async() + bytes((0x80, 0x22, 0x85, 0x01)) + bytes(range(1, 200))
+    for trace_id in (None, 0x10):
+        stream = Stream(trace_id, data)
+        for complete in (True, False):
+            whole = packet_fields(etmv3_packets(stream, config, complete))
+            assert len(whole) == (3 if complete else 2)
+            for cuts in ([9], [12, 40, 100], list(range(1, len(data)))):
+                got = etmv3_packets(SplitStream(stream, cuts), config, complete)
+                assert packet_fields(got) == whole
