@@ -137,58 +137,44 @@ def _id_bits(word: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     return x
 
 
-class _Unpacker:
-    """Stateful frame unpacker: carries the current ID from one block to the next.
+class _Templates:
+    """The run layouts of every frame layout met so far, shared by all unpackers.
 
-    Frames without ID bytes (most frames of real captures) take a fast path: all
-    15 bytes belong to the ID current at the frame start, as one run. Frames with
-    ID bytes are resolved slot by slot and through a per-layout template.
+    A layout key holds the ID slots (8 bits), the changing ID slots 0..6 (7 bits)
+    and the flag bits of those changing slots (7 bits). Layouts are pure functions
+    of their key, so one table serves every pass over every capture. At most 4^7 x 2
+    layouts exist (each of slots 0..6 is data, a repeated ID, a changed ID, or a
+    changed ID with its flag; byte 14 is an ID or not), so 16-bit numbers suffice.
     """
 
-    # Layout key: ID slots (8 bits), changing ID slots 0..6 (7 bits), flag bits of
-    # changing ID slots 0..6 (7 bits).
-    _KEY_BITS = 22
+    KEY_BITS = 22
+    MISSING = 0xFFFF
 
-    def __init__(self, only: int | None = None, stop_ids: frozenset[int] = frozenset()) -> None:
-        self.only = only
-        # IDs with a decoder: an empty block for one of them stops the capture (see
-        # _first_fatal); stopped_at is then the capture index of that frame.
-        self.stop_ids = stop_ids
-        self.stopped_at: int | None = None
-        self.current_id = _NO_ID
-        self.key_table: npt.NDArray[np.intp] | None = None
-        self.t_owner = np.zeros((0, 15), dtype=np.intp)
-        self.t_runs = np.zeros((0, 3, _MAX_RUNS), dtype=np.int8)
-        # Per trace ID: data arrays, and run start positions/capture indices.
-        self.values: dict[int, list[npt.NDArray[np.uint8]]] = {}
-        self.run_pos: dict[int, list[npt.NDArray[np.int64]]] = {}
-        self.run_idx: dict[int, list[npt.NDArray[np.int64]]] = {}
-        self.length: dict[int, int] = {}
+    def __init__(self) -> None:
+        self.table: npt.NDArray[np.uint16] | None = None
+        self.runs = np.zeros((0, 3, _MAX_RUNS), dtype=np.int8)
 
-    def _template_ids(self, keys: npt.NDArray[np.int32]) -> npt.NDArray[np.intp]:
-        if self.key_table is None:
-            self.key_table = np.full(1 << self._KEY_BITS, -1, dtype=np.intp)
-        table = self.key_table
+    def ids(self, keys: npt.NDArray[np.int32]) -> npt.NDArray[np.intp]:
+        """Template numbers of frame layout ``keys``, making the missing templates."""
+        if self.table is None:
+            self.table = np.full(1 << self.KEY_BITS, self.MISSING, dtype=np.uint16)
+        table = self.table
         tids = table[keys]
-        missing = tids < 0
+        missing = tids == self.MISSING
         if missing.any():
+            first = self.runs.shape[0]
             layouts: list[_Layout] = []
-            first = self.t_owner.shape[0]
             for key in np.unique(keys[missing]).tolist():
                 table[key] = first + len(layouts)
                 layouts.append(_Layout(key & 0xFF, (key >> 8) & 0x7F, (key >> 15) & 0x7F))
-            pad = _MAX_RUNS
 
             def runs(get: str, fill: int) -> list[list[int]]:
                 rows = []
                 for lay in layouts:
                     row: list[int] = getattr(lay, get)
-                    rows.append(row + [fill] * (pad - len(row)))
+                    rows.append(row + [fill] * (_MAX_RUNS - len(row)))
                 return rows
 
-            self.t_owner = np.concatenate(
-                (self.t_owner, np.array([lay.owner for lay in layouts], dtype=np.intp))
-            )
             new_runs = np.stack(
                 (
                     np.array(runs("run_owner", _OWNER_NONE), dtype=np.int8),
@@ -197,9 +183,37 @@ class _Unpacker:
                 ),
                 axis=1,
             )
-            self.t_runs = np.concatenate((self.t_runs, new_runs))
+            self.runs = np.concatenate((self.runs, new_runs))
             tids = table[keys]
-        return tids
+        return tids.astype(np.intp)
+
+
+_TEMPLATES = _Templates()
+
+
+class _Unpacker:
+    """Stateful frame unpacker: carries the current ID from one block to the next.
+
+    Frames without ID bytes (most frames of real captures) take a fast path: all
+    15 bytes belong to the ID current at the frame start, as one run. Frames with
+    ID bytes are resolved slot by slot and through a per-layout template.
+    """
+
+    def __init__(self, only: int | None = None, stop_ids: frozenset[int] = frozenset()) -> None:
+        self.only = only
+        # IDs with a decoder: an empty block for one of them stops the capture (see
+        # _first_fatal); stopped_at is then the capture index of that frame.
+        self.stop_ids = stop_ids
+        self.stopped_at: int | None = None
+        self.current_id = _NO_ID
+        # Per trace ID: data arrays, and run start positions/capture indices.
+        self.values: dict[int, list[npt.NDArray[np.uint8]]] = {}
+        self.run_pos: dict[int, list[npt.NDArray[np.int64]]] = {}
+        self.run_idx: dict[int, list[npt.NDArray[np.int64]]] = {}
+        self.length: dict[int, int] = {}
+
+    def _template_ids(self, keys: npt.NDArray[np.int32]) -> npt.NDArray[np.intp]:
+        return _TEMPLATES.ids(keys)
 
     def _first_fatal(
         self,
@@ -315,7 +329,7 @@ class _Unpacker:
             id_table[:, :8] = g_val8
             id_table[:, _OWNER_IN] = cur_in[general]
             id_table[:, _OWNER_NONE] = _NO_ID
-            runs = self.t_runs[tids]  # g x 3 x 8: owner code, index offset, length
+            runs = _TEMPLATES.runs[tids]  # g x 3 x 8: owner code, index offset, length
             codes = runs[:, 0, :].astype(np.intp)
             run_owner[general] = np.take_along_axis(id_table, codes, axis=1)
             run_off[general] = runs[:, 1, :]

@@ -193,6 +193,10 @@ class LazyStream(Stream):
     def __len__(self) -> int:
         return len(self._gather().data)
 
+    def __bool__(self) -> bool:
+        # A truth test must not gather the whole stream (len() would).
+        return True
+
     def offsets(self) -> npt.NDArray[np.int64]:
         """Capture index of every byte."""
         return self._gather().offsets()
