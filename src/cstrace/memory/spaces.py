@@ -49,6 +49,7 @@ from cstrace.elements import Element, MemSpace, PEContext, Timestamp
 from cstrace.errors import SnapshotError
 from cstrace.memory.elf import ElfImage, format_uuid, uuid_matches
 from cstrace.memory.image import MemoryMap, MemoryRegion
+from cstrace.snapshot.ini import decode_text
 from cstrace.snapshot.model import parse_int
 
 __all__ = [
@@ -435,18 +436,7 @@ def _make_event(name: str, timestamp: int, args: list[_Arg], path: str, line: in
 
 def parse_event_log(raw: bytes | str, path: str = "<event log>") -> EventLog:
     """Parse an event log; a located :class:`SnapshotError` on the first malformed line."""
-    if isinstance(raw, bytes):
-        if len(raw) > _MAX_LOG_BYTES:
-            raise SnapshotError(f"event log too large ({len(raw)} bytes)", path=path)
-        nul = raw.find(b"\x00")
-        if nul >= 0:
-            raise SnapshotError("not a text file (NUL byte)", path=path, offset=nul)
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            text = raw.decode("latin-1")
-    else:
-        text = raw
+    text = decode_text(raw, path, what="event log", limit=_MAX_LOG_BYTES)
     log = EventLog(path)
     for number, raw_line in enumerate(text.splitlines(), start=1):
         s = raw_line.strip()

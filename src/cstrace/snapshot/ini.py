@@ -13,7 +13,15 @@ from pathlib import Path
 
 from cstrace.errors import SnapshotError
 
-__all__ = ["IniEntry", "IniFile", "IniSection", "decode_ini", "parse_ini", "read_ini"]
+__all__ = [
+    "IniEntry",
+    "IniFile",
+    "IniSection",
+    "decode_ini",
+    "decode_text",
+    "parse_ini",
+    "read_ini",
+]
 
 _MAX_INI_BYTES = 16 * 1024 * 1024
 
@@ -102,18 +110,24 @@ def parse_ini(text: str, path: str = "<string>") -> IniFile:
     return IniFile(path, sections)
 
 
-def decode_ini(raw: bytes, name: str) -> IniFile:
-    """Decode the bytes of an INI file (UTF-8, else Latin-1) and parse them."""
-    if len(raw) > _MAX_INI_BYTES:
-        raise SnapshotError(f"INI file too large ({len(raw)} bytes)", path=name)
+def decode_text(raw: bytes | str, name: str, *, what: str, limit: int) -> str:
+    """The text of a metadata file: UTF-8, else Latin-1; refused if too large or binary."""
+    if isinstance(raw, str):
+        return raw
+    if len(raw) > limit:
+        raise SnapshotError(f"{what} too large ({len(raw)} bytes)", path=name)
     nul = raw.find(b"\x00")
     if nul >= 0:
         raise SnapshotError("not a text file (NUL byte)", path=name, offset=nul)
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
-        text = raw.decode("latin-1")
-    return parse_ini(text, name)
+        return raw.decode("latin-1")
+
+
+def decode_ini(raw: bytes, name: str) -> IniFile:
+    """Decode the bytes of an INI file (UTF-8, else Latin-1) and parse them."""
+    return parse_ini(decode_text(raw, name, what="INI file", limit=_MAX_INI_BYTES), name)
 
 
 def read_ini(path: Path, shown: str | None = None) -> IniFile:

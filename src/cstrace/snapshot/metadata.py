@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from cstrace.errors import SnapshotError
-from cstrace.snapshot.ini import IniEntry, IniFile, IniSection, parse_ini
+from cstrace.snapshot.ini import IniEntry, IniFile, IniSection, decode_text, parse_ini
 from cstrace.snapshot.model import Device, Register, parse_int
 
 __all__ = [
@@ -700,18 +700,7 @@ def parse_metadata_text(text: str, path: str = "<metadata>") -> IniFile:
 
 def parse_metadata(raw: bytes | str, path: str = "<metadata>") -> TraceMetadata:
     """Parse a §6.3.1 metadata file into buffer information and trace source devices."""
-    if isinstance(raw, bytes):
-        if len(raw) > _MAX_METADATA_BYTES:
-            raise SnapshotError(f"metadata file too large ({len(raw)} bytes)", path=path)
-        nul = raw.find(b"\x00")
-        if nul >= 0:
-            raise SnapshotError("not a text file (NUL byte)", path=path, offset=nul)
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            text = raw.decode("latin-1")
-    else:
-        text = raw
+    text = decode_text(raw, path, what="metadata file", limit=_MAX_METADATA_BYTES)
     return metadata_from_ini(parse_metadata_text(text, path))
 
 

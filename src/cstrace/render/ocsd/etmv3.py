@@ -36,6 +36,7 @@ from cstrace.protocols.etmv3.packets import (
     Trigger,
     ValueNotTraced,
 )
+from cstrace.render.ocsd.armv7 import EXCEPTION_NAMES, ISYNC_REASONS
 
 __all__ = ["packet_text", "val_str"]
 
@@ -46,25 +47,6 @@ _ISA_TEXT = {
     Isa.TEE: "ThumbEE; ",
     Isa.JAZELLE: "Jazelle; ",
 }
-_REASONS = ("Periodic", "Trace Enable", "Restart Overflow", "Debug Exit")
-_A_EXCEPTIONS = (
-    "No Exception",
-    "Debug Halt",
-    "SMC",
-    "Hyp",
-    "Async Data Abort",
-    "Jazelle",
-    "Reserved",
-    "Reserved",
-    "PE Reset",
-    "Undefined Instr",
-    "SVC",
-    "Prefetch Abort",
-    "Data Fault",
-    "Generic",
-    "IRQ",
-    "FIQ",
-)
 # The reference's ARMv7-M names; its table runs two names together ("HardFault"
 # and "Reserved"), which shifts the names after it by one.
 _M_EXCEPTIONS = (
@@ -144,7 +126,7 @@ def _exception(p: BranchAddress) -> str:
         if p.cancel:
             text += "; Cancel prev instr"
     else:
-        text += _A_EXCEPTIONS[n & 0xF] + "; "
+        text += EXCEPTION_NAMES[n & 0xF] + "; "
         if p.cancel:
             text += "; Cancel prev instr"
     return text
@@ -164,7 +146,7 @@ def _branch(p: BranchAddress) -> str:
 
 
 def _isync(p: ISync) -> str:
-    text = f"({_REASONS[p.reason]}); "
+    text = f"({ISYNC_REASONS[p.reason]}); "
     if not p.no_address:
         text += f"Addr=0x{p.address:08x}; "
     text += "NS; " if p.ns else "S; "

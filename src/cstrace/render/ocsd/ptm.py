@@ -22,6 +22,7 @@ from cstrace.protocols.ptm.packets import (
     Timestamp,
     WaypointUpdate,
 )
+from cstrace.render.ocsd.armv7 import EXCEPTION_NAMES, ISYNC_REASONS
 
 __all__ = ["packet_text"]
 
@@ -50,25 +51,6 @@ _ISA_TEXT = {
     Isa.TEE: "ThumbEE",
     Isa.JAZELLE: "Jazelle",
 }
-_EXCEPTIONS = (
-    "No Exception",
-    "Debug Halt",
-    "SMC",
-    "Hyp",
-    "Async Data Abort",
-    "Jazelle",
-    "Reserved",
-    "Reserved",
-    "PE Reset",
-    "Undefined Instr",
-    "SVC",
-    "Prefetch Abort",
-    "Data Fault",
-    "Generic",
-    "IRQ",
-    "FIQ",
-)
-_REASONS = ("Periodic", "Trace Enable", "Restart Overflow", "Debug Exit")
 
 
 def _isa(isa: Isa) -> str:
@@ -114,13 +96,13 @@ def packet_text(pkt: Packet) -> str:
                 text += "NS; " if pkt.ns else "S; "
                 text += "Hyp; " if pkt.hyp else ""
             if pkt.exception is not None:
-                name = _EXCEPTIONS[pkt.exception] if pkt.exception < 16 else "Unknown"
+                name = EXCEPTION_NAMES[pkt.exception] if pkt.exception < 16 else "Unknown"
                 text += f"Excep={name} [{pkt.exception:02x}]; "
             return text + _cycles(pkt.cycle_count)
         case WaypointUpdate():
             return text + _address(pkt)
         case ISync():
-            text += f"({_REASONS[pkt.reason]}); Addr=0x{pkt.address:08x}; "
+            text += f"({ISYNC_REASONS[pkt.reason]}); Addr=0x{pkt.address:08x}; "
             text += "NS; " if pkt.ns else "S; "
             text += "Hyp; " if pkt.hyp else " "
             if pkt.context_id is not None:
