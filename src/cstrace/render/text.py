@@ -22,6 +22,7 @@ from typing import Any
 from cstrace.elements import (
     AddrNacc,
     AddrUnknown,
+    Custom,
     CycleCount,
     Element,
     EoTrace,
@@ -168,6 +169,17 @@ def _event(e: Event) -> str:
     return "unknown"
 
 
+def _custom(e: Custom) -> str:
+    data = e.data
+    if isinstance(data, dict):
+        return "  ".join(
+            f"{k} 0x{v:x}" if isinstance(v, int) else f"{k} {v}"
+            for k, v in data.items()
+            if v is not None
+        )
+    return "" if data is None else str(data)
+
+
 _DETAILS: dict[type, Callable[[Any], str]] = {
     InstrRange: _instr_range,
     IRangeNoPath: lambda e: (
@@ -188,6 +200,7 @@ _DETAILS: dict[type, Callable[[Any], str]] = {
     SWTrace: _swtrace,
     ITMTrace: _itm,
     AddrUnknown: lambda e: "waiting for an address" + _cc(e.cycle_count),
+    Custom: _custom,
 }
 
 
