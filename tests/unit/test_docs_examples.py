@@ -172,6 +172,47 @@ def test_docs_have_runnable_examples() -> None:
     assert {"usage.md", "api.md"} <= names
 
 
+# --- links between the pages -----------------------------------------------------------------
+
+USER_DOCS = ("README.md", "usage.md", "api.md", "protocols.md", "performance.md")
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _prose(path: Path) -> str:
+    """The text of a Markdown file without its fenced blocks."""
+    out, fenced = [], False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _anchors(path: Path) -> set[str]:
+    """The heading anchors of a Markdown file, as GitHub makes them."""
+    out = set()
+    for line in _prose(path).splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            out.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return out
+
+
+@pytest.mark.parametrize("name", USER_DOCS)
+def test_links_lead_somewhere(name: str) -> None:
+    page = DOCS / name
+    for target in _LINK.findall(_prose(page)):
+        if target.startswith(("http://", "https://", "mailto:")):
+            continue
+        file, _, anchor = target.partition("#")
+        dest = (page.parent / file).resolve() if file else page
+        assert dest.exists(), f"{name}: link to {target}: no such file"
+        if anchor:
+            assert dest.suffix == ".md", f"{name}: anchor on a non-Markdown link {target}"
+            assert anchor in _anchors(dest), f"{name}: link to {target}: no such heading"
+
+
 # --- the scripts -----------------------------------------------------------------------------
 
 
