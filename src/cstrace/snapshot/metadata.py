@@ -545,6 +545,12 @@ def _register_entry(entry: IniEntry, path: str) -> Register:
     return reg
 
 
+def knows_option(device_type: str, key: str) -> bool:
+    """Whether ``key`` (an option such as ``cyclecount``) applies to this trace source type."""
+    low = key.strip().lower()
+    return _ALIASES.get(low, low) in _ITEMS.get(family_of(_device_type(device_type)), {})
+
+
 def _is_register_key(key: str, family: str) -> bool:
     """Register names are upper case (``ETMCR``, ``TRCIDR0``); options are lower case."""
     base = key.split("(", 1)[0].strip()

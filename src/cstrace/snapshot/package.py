@@ -1151,6 +1151,9 @@ def write_package(
                         dst.write(chunk)
                 summary.files += 1
                 summary.bytes += size
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it private; give it the usual mode
         os.replace(tmp, out)
     except OSError as exc:
         raise SnapshotError(f"cannot write: {exc.strerror or exc}", path=str(out)) from None
@@ -1358,7 +1361,7 @@ def capture_package(path: str | Path, raw: RawOptions, extras: Extras | None = N
     """
     from cstrace.detect import detect_capture
     from cstrace.snapshot.ini import IniEntry
-    from cstrace.snapshot.metadata import metadata_from_ini
+    from cstrace.snapshot.metadata import knows_option, metadata_from_ini
 
     capture = Path(path)
     host = HostFiles()
@@ -1433,6 +1436,17 @@ def capture_package(path: str | Path, raw: RawOptions, extras: Extras | None = N
             "no trace source found in the capture: name one with --protocol ID=PROTOCOL",
             path=str(capture),
         )
+    # "--protocol ID=none" leaves a detected trace ID out.
+    for drop, entries in per_id.get("protocol", {}).items():
+        if drop is not None and any(v.strip().lower() == "none" for _, v in entries):
+            if drop in ids:
+                ids.remove(drop)
+            gone = sections.pop(drop, None)
+            ini.sections = [x for x in ini.sections if x is not gone]
+    if not ids:
+        raise SnapshotError("every trace source was left out with --protocol ID=none")
+    # Options given without an ID apply to the sources whose protocol knows them.
+    unplaced = {item for item, _ in per_id.get("set", {}).get(None, [])}
     detected = {g.trace_id: g for g in guess.streams}
     for tid in ids:
         sec = section(tid)
@@ -1452,15 +1466,24 @@ def capture_package(path: str | Path, raw: RawOptions, extras: Extras | None = N
             sec.entries.append(IniEntry("format", _FAMILY_FORMAT[g.family], 0))
         for _, value in per_id.get("core", {}).get(None, []) + per_id.get("core", {}).get(tid, []):
             sec.entries.append(IniEntry("core", value.strip(), 0))
+        fmt_entry = sec.entry("format")
+        source_type = fmt_entry.value if fmt_entry is not None else ""
         for kind in ("reg", "set"):
-            for item, rest in per_id.get(kind, {}).get(None, []) + per_id.get(kind, {}).get(
-                tid, []
-            ):
+            shared = per_id.get(kind, {}).get(None, [])
+            for item, rest in shared + per_id.get(kind, {}).get(tid, []):
                 key, eq, value = rest.partition("=")
                 if not eq or not key.strip():
                     raise SnapshotError(f"--{kind} {item!r}: expected NAME=VALUE")
                 key = key.strip().upper() if kind == "reg" else key.strip().lower()
+                if kind == "set" and (item, rest) in shared:
+                    if not knows_option(source_type, key):
+                        continue
+                    unplaced.discard(item)
                 sec.entries.append(IniEntry(key, value.strip(), 0))
+    if unplaced:
+        raise SnapshotError(
+            f"--set {sorted(unplaced)[0]!r}: no trace source of this capture has that option"
+        )
     if not ini.sections or ini.section("buffer") is None:
         ini.sections.insert(0, IniSection("buffer", 0))
     try:
@@ -1553,7 +1576,8 @@ def add_input_options(dec: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="[ID=]NAME",
-        help="protocol of a source: etmv4, ete, ptm, etmv3, stm, itm or a format such as ETM4.2",
+        help="protocol of a source: etmv4, ete, ptm, etmv3, stm, itm or a format such as "
+        "ETM4.2; ID=none leaves that trace ID out",
     )
     raw.add_argument(
         "--core", action="append", default=[], metavar="[ID=]TYPE", help="core type (Cortex-A53)"
