@@ -24,11 +24,11 @@ def test_protocol_none_leaves_a_trace_id_out(capsys: pytest.CaptureFixture[str])
 def test_shared_setting_goes_only_where_it_is_known(capsys: pytest.CaptureFixture[str]) -> None:
     # cyclecount is an ETMv4 item: the STM source must not reject it.
     code = main(["decode", str(CAPTURE), "--protocol", "0x10=none", "--set", "cyclecount=0"])
-    out, err = capsys.readouterr()
+    _, err = capsys.readouterr()
     assert code == 2
     assert "no trace source of this capture has that option" in err
     code = main(["decode", str(CAPTURE), "--set", "cyclecount=0", "--core", "Cortex-A53"])
-    out, err = capsys.readouterr()
+    _, err = capsys.readouterr()
     assert code == 2
     assert "unknown item" not in err and "[trace_0x10]" in err  # only the ETMv4 wants more
 
