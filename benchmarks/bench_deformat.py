@@ -2,7 +2,8 @@
 
 Times ``cstrace.capture.demux`` (every trace ID split out) on a synthetic
 ETB/ETR-style buffer (aligned 16-byte frames, six trace IDs, ID changes inside
-frames with and without the flag bit) and, when the reference corpus is present,
+frames with and without the flag bit), on the same frames as a DSTREAM capture
+(an FSYNC before every frame: 80 MiB in all) and, when the reference corpus is present,
 on real captures of the corpus repeated up to the same size. Prints MB/s by wall
 clock and by CPU time (the target is 50 MB/s or more); CPU time is the steadier
 figure on a shared machine.
@@ -43,6 +44,16 @@ def make_buffer(mib: int, seed: int = 7, id_frames: float = 0.3) -> bytes:
     return frames.tobytes()
 
 
+def dstream(frames: bytes) -> bytes:
+    """``frames`` as a DSTREAM capture: an FSYNC before every frame, as Juno's DSTREAM writes."""
+    fsync = b"\xff\xff\xff\x7f"
+    arr = np.frombuffer(frames, dtype=np.uint8).reshape(-1, 16)
+    out = np.empty((arr.shape[0], 20), dtype=np.uint8)
+    out[:, :4] = np.frombuffer(fsync, dtype=np.uint8)
+    out[:, 4:] = arr
+    return out.tobytes()
+
+
 def _corpus_captures() -> list[tuple[str, bytes]]:
     """Real ETB/ETR captures of the reference corpus, when it is present."""
     root = Path(
@@ -65,14 +76,14 @@ def _tile(real: bytes, size: int) -> bytes:
     return (real * (size // len(real) + 1))[:size]
 
 
-def measure(name: str, data: bytes, repeat: int) -> None:
+def measure(name: str, data: bytes, repeat: int, fmt: str = "coresight") -> None:
     """Time ``demux`` on ``data`` and print MB/s (wall and CPU time, best of ``repeat``)."""
     wall = []
     cpu = []
     total = 0
     for _ in range(repeat):
         t0, c0 = time.perf_counter(), time.process_time()
-        result = demux(data, "coresight")
+        result = demux(data, fmt)
         wall.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
         total = sum(len(s) for s in result.streams.values())
@@ -97,7 +108,14 @@ def main() -> None:
     args = ap.parse_args()
     size = args.mib * 1024 * 1024
     print(f"deformat {args.mib} MiB of formatter frames (target: 50 MB/s or more)")
-    measure("synthetic, 6 IDs, 30% of frames with IDs", make_buffer(args.mib), args.repeat)
+    synthetic = make_buffer(args.mib)
+    measure("synthetic, 6 IDs, 30% of frames with IDs", synthetic, args.repeat)
+    measure(
+        "same frames as DSTREAM (FSYNC every frame)",
+        dstream(synthetic),
+        args.repeat,
+        "dstream_coresight",
+    )
     captures = _corpus_captures()
     for path in args.tile or []:
         captures.append((Path(path).name, Path(path).read_bytes()))

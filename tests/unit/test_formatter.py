@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from cstrace.capture import demux
 from cstrace.capture.encode import format_frames
-from cstrace.capture.formatter import demux_frames
+from cstrace.capture.formatter import CaptureIssue, _Framing, _fsync_frames, demux_frames
 from cstrace.capture.lazy import LazyStream, find_empty_block_stop
 
 
@@ -159,6 +159,56 @@ def test_hsync_removed_in_tpiu_mode() -> None:
     data = fsync + f[:6] + b"\xff\x7f" + f[6:]
     result = demux(data, "tpiu")
     assert result.streams[1].data == bytes(range(1, 15))
+
+
+def _sequential_framing(data: bytes, hsyncs: bool) -> tuple[bytes, list[int], bool, list[str]]:
+    """FSYNC/HSYNC framing by the sequential rules alone, from the first FSYNC."""
+    issues: list[CaptureIssue] = []
+    framing = _Framing(data, hsyncs, issues)
+    frames = bytearray()
+    sofs: list[int] = []
+    start = data.find(b"\xff\xff\xff\x7f")
+    if start >= 0:
+        framing.run(start, np.zeros(0, dtype=np.int64), frames, sofs)
+    return bytes(frames), sofs, framing.complete, [f"{i.offset}:{i.message}" for i in issues]
+
+
+def _tpiu_capture(rng: random.Random) -> bytes:
+    """FSYNC-separated frames with now and then an HSYNC, a stray FSYNC or lost bytes."""
+    fsync, hsync = b"\xff\xff\xff\x7f", b"\xff\x7f"
+    out = bytearray(bytes(rng.randrange(256) for _ in range(rng.randrange(3))) + fsync)
+    for _ in range(rng.randrange(1, 50)):
+        f = bytearray(rng.randrange(256) & (0xFE if i % 2 == 0 else 0xFF) for i in range(16))
+        r = rng.random()
+        if r < 0.08:
+            f[2 * rng.randrange(8) : 0] = hsync
+        elif r < 0.10:
+            f[4 * rng.randrange(4) : 0] = fsync
+        elif r < 0.12:
+            f[rng.randrange(16) : 0] = fsync
+        elif r < 0.13:
+            del f[rng.randrange(16)]
+        elif r < 0.16:
+            f[2 * rng.randrange(8) : 0] = hsync  # same length as a frame, with an HSYNC
+            del f[-2:]
+        out += f
+        if rng.random() < 0.7:
+            out += fsync * rng.randrange(1, 3)
+    return bytes(out)
+
+
+@pytest.mark.parametrize("hsyncs", [False, True])
+def test_bulk_fsync_framing_matches_sequential_rules(hsyncs: bool) -> None:
+    rng = random.Random(99 + hsyncs)
+    for _ in range(400):
+        data = _tpiu_capture(rng)
+        issues: list[CaptureIssue] = []
+        frames, sof, complete = _fsync_frames(data, hsyncs, issues)
+        want = _sequential_framing(data, hsyncs)
+        got_issues = [
+            f"{i.offset}:{i.message}" for i in issues if "before the first" not in i.message
+        ]
+        assert (frames.tobytes(), sof.tolist(), complete, got_issues) == want, data.hex()
 
 
 @settings(max_examples=200, deadline=None)

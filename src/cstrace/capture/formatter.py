@@ -12,9 +12,11 @@ Capture indices follow OpenCSD: the data of one ID inside one frame forms a run
 whose index is the frame start, or the position of the ID byte that started it,
 and whose bytes are numbered consecutively from there.
 
-Frames are unpacked with NumPy: each frame's layout (which slots are IDs, which
-IDs change, the flag bits) is reduced to a small template, computed once per
-distinct layout, and applied to all frames with that layout at once.
+Frames are unpacked with NumPy, a block of frames at a time: the eight ID/data
+slots of a frame are handled as the bytes of one 64-bit word, so that IDs, ID
+changes and byte owners come from whole-array word operations; the run layout of
+each distinct frame layout (which slots are IDs, which change the ID, their flag
+bits) is computed once as a small template.
 """
 
 from __future__ import annotations
@@ -35,10 +37,6 @@ EMPTY_BLOCK_STOP = (
     "this frame hands a decoded trace ID an empty data block, which the reference "
     "decoder treats as fatal: decoding of the buffer stops after this frame"
 )
-# Template owner codes: 0..7 = the ID byte in slot k, 8 = ID current at frame start,
-# 9 = not a data byte.
-_OWNER_IN = 8
-_OWNER_NONE = 9
 # Highest set bit of a byte (the last ID slot of a frame), -1 for 0.
 _HIGHEST = np.array([b.bit_length() - 1 for b in range(256)], dtype=np.int8)
 
@@ -68,27 +66,27 @@ class Demux:
 
 
 class _Layout:
-    """How one frame layout distributes its 15 bytes: per position and per run."""
+    """How one frame layout distributes its 15 bytes into runs, in frame order.
 
-    __slots__ = ("owner", "run_len", "run_off", "run_owner")
+    A run is a stretch of data bytes between two ID changes; each run records the
+    frame position of its first byte, its index offset in the frame (OpenCSD's
+    numbering) and its byte count.
+    """
+
+    __slots__ = ("run_first", "run_len", "run_off")
 
     def __init__(self, is_id: int, change: int, flags: int) -> None:
-        # Owner code per position (0..7: the ID in slot k; 8: the ID at frame start;
-        # 9: not a data byte); runs in order: owner code, index offset, byte count.
-        self.owner = [_OWNER_NONE] * 15
-        self.run_owner: list[int] = []
+        self.run_first: list[int] = []
         self.run_off: list[int] = []
         self.run_len: list[int] = []
-        cur = _OWNER_IN
         run_start = 0
         count = 0
         run_open = False
 
-        def put(pos: int, who: int) -> None:
+        def put(pos: int) -> None:
             nonlocal count, run_open
-            self.owner[pos] = who
             if not run_open:
-                self.run_owner.append(who)
+                self.run_first.append(pos)
                 self.run_off.append(run_start + count)
                 self.run_len.append(0)
                 run_open = True
@@ -102,39 +100,20 @@ class _Layout:
                 if (change >> s) & 1:
                     prev_and_change = bool((flags >> s) & 1)
                     if prev_and_change:
-                        put(i + 1, cur)
-                    cur = s
+                        put(i + 1)  # still the previous ID's byte
                     if count > 0:
                         run_start = i
                         count = 0
                     run_open = False
             else:
-                put(i, cur)
+                put(i)
             if not prev_and_change:
-                put(i + 1, cur)
+                put(i + 1)
         if not (is_id >> 7) & 1:
-            put(14, cur)  # an ID in byte 14 only sets the ID for the next frame
+            put(14)  # an ID in byte 14 only sets the ID for the next frame
 
 
-_M16 = np.uint64(0x0001000100010001)
-# Flag byte -> its 8 bits spread onto bytes 0,2,4,6 (low word) and 8,10,12,14 (high word).
-_SPREAD_LO = np.array(
-    [sum(((f >> k) & 1) << (16 * k) for k in range(4)) for f in range(256)], dtype=np.uint64
-)
-_SPREAD_HI = np.array(
-    [sum(((f >> (k + 4)) & 1) << (16 * k) for k in range(4)) for f in range(256)], dtype=np.uint64
-)
-_SPREAD = np.stack((_SPREAD_LO, _SPREAD_HI), axis=1)  # 256 x 2 words
-_MAX_RUNS = 8
-
-
-def _id_bits(word: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    """Bit 0 of bytes 0, 2, 4, 6 of each little-endian word, packed into bits 0..3."""
-    x = word & _M16
-    x |= x >> np.uint64(15)
-    x |= x >> np.uint64(30)
-    x &= np.uint64(0xF)
-    return x
+_MAX_RUNS = 8  # one run, plus one per ID change in slots 0..6
 
 
 class _Templates:
@@ -142,9 +121,10 @@ class _Templates:
 
     A layout key holds the ID slots (8 bits), the changing ID slots 0..6 (7 bits)
     and the flag bits of those changing slots (7 bits). Layouts are pure functions
-    of their key, so one table serves every pass over every capture. At most 4^7 x 2
-    layouts exist (each of slots 0..6 is data, a repeated ID, a changed ID, or a
-    changed ID with its flag; byte 14 is an ID or not), so 16-bit numbers suffice.
+    of their key, so one table serves every pass over every capture. Key 0 (no ID
+    byte: one run of 15 bytes) is template 0. At most 4^7 x 2 layouts exist (each
+    of slots 0..6 is data, a repeated ID, a changed ID, or a changed ID with its
+    flag; byte 14 is an ID or not), so 16-bit template numbers suffice.
     """
 
     KEY_BITS = 22
@@ -152,51 +132,111 @@ class _Templates:
 
     def __init__(self) -> None:
         self.table: npt.NDArray[np.uint16] | None = None
-        self.runs = np.zeros((0, 3, _MAX_RUNS), dtype=np.int8)
+        self.count = np.zeros(0, dtype=np.intp)
+        # Per template, _MAX_RUNS entries each: first byte position, index offset, length.
+        self.first = np.zeros(0, dtype=np.intp)
+        self.off = np.zeros(0, dtype=np.int64)
+        self.length = np.zeros(0, dtype=np.int64)
+        self._add([0])
 
-    def ids(self, keys: npt.NDArray[np.int32]) -> npt.NDArray[np.intp]:
+    def _add(self, keys: list[int]) -> None:
+        layouts = [_Layout(k & 0xFF, (k >> 8) & 0x7F, (k >> 15) & 0x7F) for k in keys]
+        pad = [0] * _MAX_RUNS
+
+        def flat(get: str) -> list[int]:
+            out: list[int] = []
+            for lay in layouts:
+                row: list[int] = getattr(lay, get)
+                out += row + pad[len(row) :]
+            return out
+
+        self.count = np.concatenate((self.count, [len(lay.run_len) for lay in layouts]))
+        self.first = np.concatenate((self.first, flat("run_first")))
+        self.off = np.concatenate((self.off, flat("run_off")))
+        self.length = np.concatenate((self.length, flat("run_len")))
+
+    def ids(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.intp]:
         """Template numbers of frame layout ``keys``, making the missing templates."""
         if self.table is None:
             self.table = np.full(1 << self.KEY_BITS, self.MISSING, dtype=np.uint16)
+            self.table[0] = 0
         table = self.table
         tids = table[keys]
         missing = tids == self.MISSING
         if missing.any():
-            first = self.runs.shape[0]
-            layouts: list[_Layout] = []
-            for key in np.unique(keys[missing]).tolist():
-                table[key] = first + len(layouts)
-                layouts.append(_Layout(key & 0xFF, (key >> 8) & 0x7F, (key >> 15) & 0x7F))
-
-            def runs(get: str, fill: int) -> list[list[int]]:
-                rows = []
-                for lay in layouts:
-                    row: list[int] = getattr(lay, get)
-                    rows.append(row + [fill] * (_MAX_RUNS - len(row)))
-                return rows
-
-            new_runs = np.stack(
-                (
-                    np.array(runs("run_owner", _OWNER_NONE), dtype=np.int8),
-                    np.array(runs("run_off", 0), dtype=np.int8),
-                    np.array(runs("run_len", 0), dtype=np.int8),
-                ),
-                axis=1,
-            )
-            self.runs = np.concatenate((self.runs, new_runs))
+            new = np.unique(keys[missing]).tolist()
+            first = self.count.size
+            table[new] = np.arange(first, first + len(new))
+            self._add(new)
             tids = table[keys]
         return tids.astype(np.intp)
 
 
 _TEMPLATES = _Templates()
 
+# 64-bit word constants: a frame's eight ID/data slots (bytes 0, 2, ..., 14) are
+# handled as the eight bytes of one word, slot k in byte k.
+_U = np.uint64
+_ONES = _U(0x0101010101010101)
+_LOW7 = _U(0x7F7F7F7F7F7F7F7F)
+_TOP = _U(0xFF << 56)
+_NONE = 0xFF  # owner byte of ID bytes, the flag byte, and data before any ID
+
+
+def _pack(bits: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """Bit 0 of each byte (bit 8k) gathered into bit k."""
+    return (bits * _U(0x0102040810204080)) >> _U(56)
+
+
+def _spread(byte: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """Bit k of a byte moved to bit 8k (bit 0 of byte k)."""
+    x = (byte | (byte << _U(28))) & _U(0x0000000F0000000F)
+    x = (x | (x << _U(14))) & _U(0x0003000300030003)
+    return (x | (x << _U(7))) & _ONES
+
+
+def _even_bytes(word: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """Bytes 0, 2, 4, 6 of each word packed into bytes 0..3."""
+    x = word & _U(0x00FF00FF00FF00FF)
+    x = (x | (x >> _U(8))) & _U(0x0000FFFF0000FFFF)
+    return (x | (x >> _U(16))) & _U(0xFFFFFFFF)
+
+
+def _to_even(half: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """Bytes 0..3 of each word moved to bytes 0, 2, 4, 6 (the inverse of _even_bytes)."""
+    x = half & _U(0xFFFFFFFF)
+    x = (x | (x << _U(16))) & _U(0x0000FFFF0000FFFF)
+    return (x | (x << _U(8))) & _U(0x00FF00FF00FF00FF)
+
+
+# Flag byte -> the 16-byte frame pattern with its bit k in bit 0 of byte 2k, each
+# pattern one 16-byte item (complex128 is NumPy's cheapest 16-byte type to gather).
+_FLAG_ROWS = (
+    np.array([[(f >> (b // 2)) & 1 if b % 2 == 0 else 0 for b in range(16)] for f in range(256)])
+    .astype(np.uint8)
+    .view(np.complex128)
+    .ravel()
+)
+
+
+def _joined(parts: list[npt.NDArray[np.uint8]]) -> bytes:
+    """The byte arrays ``parts`` joined into one bytes object (one copy)."""
+    return np.concatenate(parts).tobytes()
+
+
+def _rows(table: npt.NDArray[np.uint8], rows: npt.NDArray[np.intp]) -> npt.NDArray[np.uint8]:
+    """Rows of an n x 16 byte table, gathered as 16-byte items."""
+    out: npt.NDArray[np.uint8] = table.view(np.complex128).ravel()[rows].view(np.uint8)
+    return out
+
 
 class _Unpacker:
     """Stateful frame unpacker: carries the current ID from one block to the next.
 
-    Frames without ID bytes (most frames of real captures) take a fast path: all
-    15 bytes belong to the ID current at the frame start, as one run. Frames with
-    ID bytes are resolved slot by slot and through a per-layout template.
+    Each frame's eight ID/data slots are one 64-bit word, so the ID in effect
+    before and after every slot, the changes and the owner of every byte come
+    from a handful of whole-array word operations; the run layout (OpenCSD's
+    index numbering) comes from a template per frame layout.
     """
 
     def __init__(self, only: int | None = None, stop_ids: frozenset[int] = frozenset()) -> None:
@@ -212,35 +252,29 @@ class _Unpacker:
         self.run_idx: dict[int, list[npt.NDArray[np.int64]]] = {}
         self.length: dict[int, int] = {}
 
-    def _template_ids(self, keys: npt.NDArray[np.int32]) -> npt.NDArray[np.intp]:
-        return _TEMPLATES.ids(keys)
-
     def _first_fatal(
         self,
-        general: npt.NDArray[np.intp],
-        id_mask: npt.NDArray[np.uint8],
-        g_is_id: npt.NDArray[np.bool_],
-        g_val: npt.NDArray[np.int16],
-        cur_in: npt.NDArray[np.int16],
-        flags: npt.NDArray[np.uint8],
+        is_id: npt.NDArray[np.uint64],
+        change: npt.NDArray[np.uint64],
+        slot_ids: npt.NDArray[np.uint64],
+        flags: npt.NDArray[np.uint64],
     ) -> int | None:
-        """The first frame whose last data slot is empty for a decoded ID, if any.
+        """The first (general) frame whose last data slot is empty for a decoded ID, if any.
 
         When byte 12 changes the ID with its flag bit set (byte 13 still belongs
         to the old ID) and byte 14 is an ID, the reference's deformatter hands the
         new ID an empty block; a decoder answers that with a fatal error and the
         reference stops the whole buffer there.
         """
-        candidate = g_is_id[:, 6] & g_is_id[:, 7] & ((flags[general] >> 6) & 1).astype(bool)
-        if not candidate.any():
-            return None
-        earlier = _HIGHEST[id_mask[general] & 0x3F].astype(np.intp)
-        before = np.where(
-            earlier >= 0, g_val[np.arange(general.size), np.maximum(earlier, 0)], cur_in[general]
-        )
-        hit = candidate & (g_val[:, 6] != before) & np.isin(g_val[:, 6], list(self.stop_ids))
+        bit6 = _U(1 << 48)
+        hit = ((is_id >> _U(8)) & is_id & change & bit6) != 0
+        hit &= ((flags >> _U(6)) & _U(1)) != 0
         rows = np.flatnonzero(hit)
-        return int(general[rows[0]]) if rows.size else None
+        if not rows.size:
+            return None
+        new = ((slot_ids[rows] >> _U(49)) & _U(0x7F)).astype(np.int64)
+        found = rows[np.isin(new, list(self.stop_ids))]
+        return int(found[0]) if found.size else None
 
     def feed(
         self, frames: npt.NDArray[np.uint8], sof: npt.NDArray[np.int64], check: bool = True
@@ -251,116 +285,116 @@ class _Unpacker:
             return
         frames = np.ascontiguousarray(frames)
         words = frames.view("<u8")  # n x 2
-        id_mask = (_id_bits(words[:, 0]) | (_id_bits(words[:, 1]) << np.uint64(4))).astype(np.uint8)
-        general = np.flatnonzero(id_mask)
-        g_frames = frames[general]
-        g_slots = g_frames[:, 0:15:2]
-        g_is_id = (g_slots & 1).astype(bool)
-        g_val = (g_slots >> 1).astype(np.int16)
+        lo = words[:, 0]
+        hi = words[:, 1]
+        general = np.flatnonzero(((lo | hi) & _U(0x0001000100010001)) != 0)
+        g = general.size
+        start = _NONE if self.current_id == _NO_ID else self.current_id
 
-        # The ID current at each frame start: forward-fill the last ID of each frame.
-        last_slot = _HIGHEST[id_mask[general]].astype(np.intp)
-        last_id = g_val[np.arange(general.size), last_slot]
-        has = np.full(n, -1, dtype=np.int64)
-        has[general] = np.arange(general.size)
-        np.maximum.accumulate(has, out=has)
-        cur_in = np.full(n, self.current_id, dtype=np.int16)
-        if n > 1 and general.size:
-            prev = has[:-1]
-            cur_in[1:] = np.where(prev >= 0, last_id[np.maximum(prev, 0)], self.current_id)
-        if check and self.stop_ids and general.size:
-            fatal = self._first_fatal(general, id_mask, g_is_id, g_val, cur_in, frames[:, 15])
+        # The eight slots of each frame with ID bytes, as one word: which are IDs,
+        # their values, and the ID in effect after each slot (forward filled).
+        glo = lo[general]
+        ghi = hi[general]
+        slots = _even_bytes(glo) | (_even_bytes(ghi) << _U(32))
+        is_id = slots & _ONES
+        id_bytes = is_id * _U(0xFF)
+        after = ((slots >> _U(1)) & _LOW7) & id_bytes
+        known = id_bytes.copy()
+        for shift in (8, 16, 32):
+            after |= (after << _U(shift)) & ~known
+            known |= known << _U(shift)
+        last = after >> _U(56)  # every such frame has an ID, so slot 7 is known
+
+        # The ID in effect at each frame start: the last ID of the latest frame with IDs.
+        bounds = np.empty(g + 2, dtype=np.int64)
+        bounds[0] = 0
+        bounds[1:-1] = general + 1
+        bounds[-1] = n
+        cur_in = np.repeat(np.concatenate(([_U(start)], last)), np.diff(bounds))
+        g_cur = cur_in[general]
+        after |= (g_cur * _ONES) & ~known
+        before = (after << _U(8)) | g_cur
+        diff = after ^ before
+        diff |= diff >> _U(4)
+        diff |= diff >> _U(2)
+        diff |= diff >> _U(1)
+        change = diff & is_id
+        g_flags = frames[general, 15].astype(np.uint64)
+
+        if check and self.stop_ids and g:
+            fatal = self._first_fatal(is_id, change, slots, g_flags)
             if fatal is not None:
                 # Unpack up to and including that frame, then stop for good.
-                self.feed(frames[: fatal + 1], sof[: fatal + 1], check=False)
-                self.stopped_at = int(sof[fatal])
+                row = int(general[fatal])
+                self.feed(frames[: row + 1], sof[: row + 1], check=False)
+                self.stopped_at = int(sof[row])
                 return
-        if general.size:
-            self.current_id = int(last_id[-1])
+        if g:
+            self.current_id = int(last[-1])
 
-        # Data values: even bytes take bit 0 from the flag byte.
-        flags = frames[:, 15]
-        vwords = words.copy()
-        vwords |= _SPREAD[flags]
-        values = vwords.view(np.uint8).reshape(n, 16)
+        # Owner of every byte, as two words per frame: the ID at frame start for
+        # frames without ID bytes; else per slot, the even byte belongs to the ID
+        # before the slot (none if it is an ID byte) and the odd byte to the ID
+        # after it, or to the one before when the slot changed the ID with its
+        # flag bit set. Byte 15 is the flag byte.
+        owners = np.empty((n, 2), dtype=np.uint64)
+        np.multiply(cur_in, _ONES, out=owners[:, 0])
+        np.bitwise_or(owners[:, 0], _TOP, out=owners[:, 1])
+        change7 = _pack(change) & _U(0x7F)
+        flag_sel = g_flags & change7
+        if g:
+            keep = (_spread(flag_sel) * _U(0xFF)) & _U(0x00FFFFFFFFFFFFFF)
+            even = before | id_bytes
+            odd = (before & keep) | (after & ~keep) | _TOP
+            owners[general, 0] = _to_even(even) | (_to_even(odd) << _U(8))
+            owners[general, 1] = _to_even(even >> _U(32)) | (_to_even(odd >> _U(32)) << _U(8))
+        own = owners.view(np.uint8).reshape(n, 16)
 
-        # Owner of each byte (-1: none) and runs (max 8 per frame, in frame order):
-        # owner, index offset in the frame, length. Plain frames: one run of 15.
-        cur_in8 = cur_in.astype(np.int8)
-        owners = np.empty((n, 16), dtype=np.int8)
-        owners[:, :15] = cur_in8[:, None]
-        owners[:, 15] = _NO_ID
-        run_owner = np.full((n, _MAX_RUNS), _NO_ID, dtype=np.int8)
-        run_owner[:, 0] = cur_in8
-        run_len = np.zeros((n, _MAX_RUNS), dtype=np.int8)
-        run_len[:, 0] = 15
-        run_off = np.zeros((n, _MAX_RUNS), dtype=np.int8)
-        if general.size:
-            # Slot by slot: the ID before and after each slot, and which slots change it.
-            g = general.size
-            before = np.empty((g, 8), dtype=np.int8)
-            after = np.empty((g, 8), dtype=np.int8)
-            change = np.empty((g, 8), dtype=bool)
-            cur = cur_in[general].astype(np.int8)
-            g_val8 = g_val.astype(np.int8)
-            for k in range(8):
-                idk = g_is_id[:, k]
-                before[:, k] = cur
-                change[:, k] = idk & (g_val8[:, k] != cur)
-                cur = np.where(idk, g_val8[:, k], cur)
-                after[:, k] = cur
-            g_flags = flags[general]
-            flag_bits = ((g_flags[:, None] >> np.arange(8, dtype=np.uint8)) & 1).astype(bool)
-            # Even byte 2k: the ID before slot k (none if it is an ID byte). Odd byte
-            # 2k+1: the ID after slot k, or the one before when slot k changed the ID
-            # with its flag bit set.
-            g_own = np.empty((g, 15), dtype=np.int8)
-            g_own[:, 0:15:2] = np.where(g_is_id, np.int8(_NO_ID), before)
-            keep_old = change[:, :7] & flag_bits[:, :7]
-            g_own[:, 1:15:2] = np.where(keep_old, before[:, :7], after[:, :7])
-            owners[general, :15] = g_own
-            # Run layout (index offsets) from the per-layout template.
-            change_mask = np.packbits(change, axis=1, bitorder="little")[:, 0].astype(np.int32)
-            change_mask &= 0x7F
-            flag_sel = g_flags.astype(np.int32) & change_mask
-            keys = id_mask[general].astype(np.int32) | (change_mask << 8) | (flag_sel << 15)
-            tids = self._template_ids(keys)
-            id_table = np.empty((g, 10), dtype=np.int8)
-            id_table[:, :8] = g_val8
-            id_table[:, _OWNER_IN] = cur_in[general]
-            id_table[:, _OWNER_NONE] = _NO_ID
-            runs = _TEMPLATES.runs[tids]  # g x 3 x 8: owner code, index offset, length
-            codes = runs[:, 0, :].astype(np.intp)
-            run_owner[general] = np.take_along_axis(id_table, codes, axis=1)
-            run_off[general] = runs[:, 1, :]
-            run_len[general] = runs[:, 2, :]
+        # Data values: even data bytes take bit 0 from the flag byte (a table of the
+        # 16-byte pattern of each flag byte, read as 16-byte items).
+        values = _FLAG_ROWS[frames[:, 15]].view(np.uint8).reshape(n, 16)
+        np.bitwise_or(values, frames, out=values)
 
-        # All runs of the block in frame order, then each ID's share of them.
-        run_at = np.flatnonzero(run_owner.ravel() >= 0)
-        run_who = run_owner.ravel()[run_at]
-        seen = np.bincount(run_who.view(np.uint8), minlength=256)[:128]
-        run_rows = run_at >> 3
-        run_lengths = run_len.ravel()[run_at].astype(np.int64)
-        run_index = sof[run_rows] + run_off.ravel()[run_at]
-        owners_flat = owners.ravel()
-        values_flat = values.ravel()
-        wanted = np.flatnonzero(seen).tolist()
+        # Runs of every frame, in frame order, from the template of each layout.
+        tmpl = np.zeros(n, dtype=np.intp)
+        if g:
+            keys = _pack(is_id) | (change7 << _U(8)) | (flag_sel << _U(15))
+            tmpl[general] = _TEMPLATES.ids(keys)
+        per_frame = _TEMPLATES.count[tmpl]
+        if g and int(per_frame.max()) > 1:
+            run_row = np.repeat(np.arange(n), per_frame)
+            first_run = np.cumsum(per_frame) - per_frame
+            entry = np.repeat(tmpl * _MAX_RUNS - first_run, per_frame)
+            entry += np.arange(run_row.size)
+            run_sof = np.repeat(sof, per_frame)
+        else:
+            run_row = np.arange(n)
+            entry = tmpl * _MAX_RUNS
+            run_sof = sof
+        run_who = own.ravel()[run_row * 16 + _TEMPLATES.first[entry]]
+        run_len = _TEMPLATES.length[entry]
+        run_index = run_sof + _TEMPLATES.off[entry]
+
         if self.only is not None:
-            wanted = [self.only] if self.only in wanted else []
+            wanted = [self.only]
+        else:
+            seen = np.bincount(run_who, minlength=256)[:128]
+            wanted = np.flatnonzero(seen).tolist()
+        own_flat = own.ravel()
+        values_flat = values.ravel()
         for tid in wanted:
             mine = np.flatnonzero(run_who == tid)
             if mine.size == 0:
                 continue
-            lengths = run_lengths[mine]
-            rows = run_rows[mine]
+            rows = run_row[mine]
             if rows.size > 1:
                 rows = rows[np.concatenate(([True], rows[1:] != rows[:-1]))]
             if 2 * rows.size < n:
                 # Few frames hold this ID: select within those frames only.
-                sel = np.take(owners, rows, axis=0).ravel() == tid
-                vals = np.compress(sel, np.take(values, rows, axis=0).ravel())
+                vals = np.compress(_rows(own, rows) == tid, _rows(values, rows))
             else:
-                vals = np.compress(owners_flat == tid, values_flat)
+                vals = values_flat[own_flat == tid]
+            lengths = run_len[mine]
             base = self.length.get(tid, 0)
             positions = np.empty(lengths.size, dtype=np.int64)
             positions[0] = base
@@ -379,17 +413,85 @@ class _Unpacker:
         run_pos = np.concatenate(self.run_pos.pop(tid))
         run_idx = np.concatenate(self.run_idx.pop(tid))
         run_pos -= run_pos[0]
-        return Stream(tid, np.concatenate(values).tobytes(), run_pos, run_idx.astype(np.int64))
+        return Stream(tid, _joined(values), run_pos, run_idx)
 
     def streams(self) -> dict[int, Stream]:
         """The streams of all trace IDs seen so far."""
         out: dict[int, Stream] = {}
         for tid in sorted(self.values):
-            data = np.concatenate(self.values[tid]).tobytes()
-            run_pos = np.concatenate(self.run_pos[tid]).astype(np.int64)
-            run_idx = np.concatenate(self.run_idx[tid]).astype(np.int64)
-            out[tid] = Stream(tid, data, run_pos, run_idx)
+            run_pos = np.concatenate(self.run_pos[tid])
+            run_idx = np.concatenate(self.run_idx[tid])
+            out[tid] = Stream(tid, _joined(self.values[tid]), run_pos, run_idx)
         return out
+
+
+_FSYNC = b"\xff\xff\xff\x7f"
+
+
+class _Framing:
+    """Sequential FSYNC/HSYNC framing from a frame boundary (the exact rules).
+
+    Used for the stretches of a capture that the vectorised path does not take:
+    those with HSYNCs inside frames, partial frames or misplaced FSYNCs.
+    """
+
+    def __init__(self, data: bytes, hsyncs: bool, issues: list[CaptureIssue]) -> None:
+        self.data = data
+        self.hsyncs = hsyncs
+        self.issues = issues
+        self.complete = True
+
+    def run(
+        self, pos: int, resume: npt.NDArray[np.int64], frames: bytearray, sofs: list[int]
+    ) -> tuple[int, int | None]:
+        """Frame from ``pos`` until the end, an error, or a position in ``resume``.
+
+        ``resume`` holds the (ascending) segment starts. Returns the position reached
+        and, when it is a segment start, that segment's number (to go on with);
+        ``None`` when framing is over.
+        """
+        data = self.data
+        n = len(data)
+        first = True
+        while pos < n:
+            while data.startswith(_FSYNC, pos):
+                pos += 4
+            if not first:
+                k = int(np.searchsorted(resume, pos))
+                if k < resume.size and int(resume[k]) == pos:
+                    return pos, k
+            first = False
+            if pos >= n:
+                break
+            frame = bytearray()
+            sof = pos
+            error = ""
+            while len(frame) < FRAME_SIZE and pos < n:
+                if len(frame) % 4 == 0 and data.startswith(_FSYNC, pos):
+                    error = "FSYNC inside a frame"
+                    break
+                pair = data[pos : pos + 2]
+                if pair == b"\xff\x7f":
+                    if self.hsyncs:
+                        pos += 2
+                        continue
+                    error = "HSYNC inside a frame of a capture without HSYNCs"
+                    break
+                frame += pair
+                pos += 2
+            if error:
+                self.issues.append(CaptureIssue(pos, f"{error}: framing stopped here"))
+                self.complete = False
+                return pos, None
+            if len(frame) < FRAME_SIZE:
+                if frame:
+                    self.issues.append(
+                        CaptureIssue(sof, f"incomplete final frame ({len(frame)} bytes)")
+                    )
+                return pos, None
+            frames += frame
+            sofs.append(sof)
+        return pos, None
 
 
 def _fsync_frames(
@@ -400,52 +502,74 @@ def _fsync_frames(
     Returns the frames, the capture index of each frame's first byte, and whether
     the whole capture was framed. As in the reference decoder, an FSYNC (or an
     unexpected HSYNC) inside a frame is a fatal framing error: framing stops there.
+
+    Every FSYNC of the capture is found at once; the stretches between runs of
+    FSYNCs that hold whole frames and no HSYNC are taken as they are, in bulk, and
+    only the others go through the sequential rules.
     """
-    fsync = b"\xff\xff\xff\x7f"
-    n = len(data)
-    pos = data.find(fsync)
+    a = np.frombuffer(data, dtype=np.uint8)
+    n = a.size
+    sevens = np.flatnonzero(a[1:] == 0x7F)  # HSYNC (FF 7F) candidates, by first byte
+    hsync = sevens[a[sevens] == 0xFF]
+    tail = hsync >= 2  # the HSYNC pattern that ends an FSYNC
+    tail[tail] = (a[hsync[tail] - 1] == 0xFF) & (a[hsync[tail] - 2] == 0xFF)
+    fs = hsync[tail] - 2
+    hsync = hsync[~tail]
     empty = np.zeros((0, FRAME_SIZE), dtype=np.uint8), np.zeros(0, dtype=np.int64)
-    if pos < 0:
+    if fs.size == 0:
         issues.append(CaptureIssue(0, "no frame synchronisation (FSYNC) found in the capture"))
         return *empty, False
-    if pos > 0:
-        issues.append(CaptureIssue(0, f"{pos} bytes before the first FSYNC were skipped"))
-    frames = bytearray()
-    sofs: list[int] = []
-    complete = True
-    while pos < n:
-        while data.startswith(fsync, pos):
-            pos += 4
-        if pos >= n:
+    if fs[0] > 0:
+        issues.append(CaptureIssue(0, f"{int(fs[0])} bytes before the first FSYNC were skipped"))
+
+    # Runs of consecutive FSYNCs, and the segments between them: segment k runs
+    # from the end of FSYNC run k to the start of run k+1 (or the end of the data).
+    new_run = np.concatenate(([True], np.diff(fs) != 4))
+    run_start = fs[new_run]
+    run_end = np.concatenate((fs[np.flatnonzero(new_run)[1:] - 1], fs[-1:])) + 4
+    seg_start = run_end
+    seg_end = np.append(run_start[1:], n)
+    length = seg_end - seg_start
+    # Segments with an HSYNC pair inside, at a pair position (the parity of its start).
+    clean = (length & (FRAME_SIZE - 1)) == 0
+    seg_of = np.searchsorted(seg_start, hsync, side="right") - 1
+    found = seg_of >= 0
+    seg_of, at = seg_of[found], hsync[found]
+    inside = (at <= seg_end[seg_of] - 2) & ((at - seg_start[seg_of]) % 2 == 0)
+    clean[seg_of[inside]] = False
+
+    windows = np.lib.stride_tricks.sliding_window_view(
+        a if n >= FRAME_SIZE else np.zeros(FRAME_SIZE, dtype=np.uint8), FRAME_SIZE
+    )
+    pieces: list[npt.NDArray[np.uint8]] = []
+    sof_pieces: list[npt.NDArray[np.int64]] = []
+    framing = _Framing(data, hsyncs, issues)
+    dirty = np.flatnonzero(~clean)
+    k: int | None = 0
+    segs = seg_start.size
+    while k is not None and k < segs:
+        later = dirty[np.searchsorted(dirty, k) :]
+        stop = int(later[0]) if later.size else segs
+        if stop > k:
+            # Segments k .. stop-1: whole frames only, read as 16-byte windows.
+            counts = length[k:stop] // FRAME_SIZE
+            first = np.repeat(seg_start[k:stop] - FRAME_SIZE * (np.cumsum(counts) - counts), counts)
+            first += FRAME_SIZE * np.arange(first.size, dtype=np.int64)
+            pieces.append(windows[first])
+            sof_pieces.append(first)
+        if stop >= segs:
             break
-        frame = bytearray()
-        sof = pos
-        error = ""
-        while len(frame) < FRAME_SIZE and pos < n:
-            if len(frame) % 4 == 0 and data.startswith(fsync, pos):
-                error = "FSYNC inside a frame"
-                break
-            pair = data[pos : pos + 2]
-            if pair == b"\xff\x7f":
-                if hsyncs:
-                    pos += 2
-                    continue
-                error = "HSYNC inside a frame of a capture without HSYNCs"
-                break
-            frame += pair
-            pos += 2
-        if error:
-            issues.append(CaptureIssue(pos, f"{error}: framing stopped here"))
-            complete = False
-            break
-        if len(frame) < FRAME_SIZE:
-            if frame:
-                issues.append(CaptureIssue(sof, f"incomplete final frame ({len(frame)} bytes)"))
-            break
-        frames += frame
-        sofs.append(sof)
-    arr = np.frombuffer(bytes(frames), dtype=np.uint8).reshape(-1, FRAME_SIZE)
-    return arr, np.array(sofs, dtype=np.int64), complete
+        frames = bytearray()
+        sofs: list[int] = []
+        _, k = framing.run(int(seg_start[stop]), seg_start, frames, sofs)
+        if frames:
+            pieces.append(np.frombuffer(bytes(frames), dtype=np.uint8).reshape(-1, FRAME_SIZE))
+            sof_pieces.append(np.array(sofs, dtype=np.int64))
+    if not pieces:
+        return *empty, framing.complete
+    if len(pieces) == 1:
+        return pieces[0], sof_pieces[0], framing.complete
+    return np.concatenate(pieces), np.concatenate(sof_pieces), framing.complete
 
 
 def demux_frames(

@@ -22,7 +22,7 @@ __all__ = ["Stream"]
 class Stream:
     """The demultiplexed bytes of one trace ID (or of a single-source capture)."""
 
-    __slots__ = ("_pos_list", "data", "run_idx", "run_pos", "trace_id")
+    __slots__ = ("_pos_list", "_pos_of", "data", "run_idx", "run_pos", "trace_id")
 
     def __init__(
         self,
@@ -39,17 +39,26 @@ class Stream:
             run_idx = np.full(1, base, dtype=np.int64)
         self.run_pos = run_pos
         self.run_idx = run_idx
-        self._pos_list: list[int] = run_pos.tolist()
+        # run_pos as a list (for bisect), made on first use, and the array it was made of.
+        self._pos_list: list[int] = []
+        self._pos_of: object = None
+
+    def _positions(self) -> list[int]:
+        if self._pos_of is not self.run_pos:
+            self._pos_list = self.run_pos.tolist()
+            self._pos_of = self.run_pos
+        return self._pos_list
 
     def __len__(self) -> int:
         return len(self.data)
 
     def offset_at(self, pos: int) -> int:
         """Capture index (``Idx``) of the byte at stream position ``pos``."""
-        k = bisect_right(self._pos_list, pos) - 1
+        positions = self._positions()
+        k = bisect_right(positions, pos) - 1
         if k < 0:
             k = 0
-        return int(self.run_idx[k]) + pos - self._pos_list[k]
+        return int(self.run_idx[k]) + pos - positions[k]
 
     def offsets(self) -> npt.NDArray[np.int64]:
         """Capture index of every byte, as an array (costs 8 bytes per byte)."""
@@ -72,8 +81,9 @@ class Stream:
 
     def chunks(self) -> Iterator[tuple[int, bytes]]:
         """Yield ``(capture index, bytes)`` for each run of consecutive indices."""
-        ends = [*self._pos_list[1:], len(self.data)]
-        for start, end, idx in zip(self._pos_list, ends, self.run_idx.tolist(), strict=True):
+        positions = self._positions()
+        ends = [*positions[1:], len(self.data)]
+        for start, end, idx in zip(positions, ends, self.run_idx.tolist(), strict=True):
             if end > start:
                 yield idx, self.data[start:end]
 
@@ -105,4 +115,4 @@ class Stream:
 
     def __repr__(self) -> str:
         tid = "single" if self.trace_id is None else f"{self.trace_id:#x}"
-        return f"Stream({tid}, {len(self.data)} bytes, {len(self._pos_list)} runs)"
+        return f"Stream({tid}, {len(self.data)} bytes, {len(self.run_pos)} runs)"
