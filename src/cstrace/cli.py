@@ -159,7 +159,7 @@ def _lines(
             elif args.format == "jsonl":
                 tid = run.trace_id
                 for elem in run.elements():
-                    yield json_line(tid, elem)
+                    yield json_line(tid, elem, buffer.name)
             else:
                 tid = run.trace_id
                 yield (

@@ -208,6 +208,18 @@ def test_cli_output_is_clean(name: str, fmt: str, capsys: pytest.CaptureFixture[
     assert out.count("NO_SYNC") == len(_decode(name))  # one per source, at its start
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_jsonl_objects_name_their_buffer(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["decode", str(EXAMPLES / name), "--format", "jsonl"]) == 0
+    objects = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    ini = (EXAMPLES / name / "trace.ini").read_text()
+    names = set(re.findall(r"^name\s*=\s*(\S+)", ini, re.M))
+    assert objects and {o["buffer"] for o in objects} == names
+    assert len({o["id"] for o in objects}) == len(_decode(name))
+
+
 def _idx_lines(text: str) -> dict[str, list[str]]:
     """The ``Idx:`` lines of a listing by trace ID, in order, compared as the scorer does.
 

@@ -241,9 +241,15 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-def json_line(trace_id: int, elem: Element) -> str:
-    """One JSON object for one element: ``idx``, ``id``, ``type`` and the element's fields."""
-    obj: dict[str, Any] = {"idx": elem.offset, "id": trace_id, "type": elem.TYPE.name}
+def json_line(trace_id: int, elem: Element, buffer: str | None = None) -> str:
+    """One JSON object for one element: ``idx``, ``id``, ``buffer``, ``type`` and its fields.
+
+    ``buffer`` (the trace buffer's name) is left out when not given.
+    """
+    obj: dict[str, Any] = {"idx": elem.offset, "id": trace_id}
+    if buffer is not None:
+        obj["buffer"] = buffer
+    obj["type"] = elem.TYPE.name
     for k, v in element_fields(elem).items():
         obj[k] = _json_value(v)
     return json.dumps(obj, separators=(",", ":"))
