@@ -1,7 +1,8 @@
 """The short way in: open a trace and iterate its decoded elements.
 
 Input: a path to a DS-5 snapshot (folder or ``snapshot.ini``), a trace package
-(folder or ZIP), or an already opened :class:`~cstrace.snapshot.Snapshot`;
+(folder or ZIP), a raw capture opened with :func:`open_trace`, or an already
+opened :class:`~cstrace.snapshot.Snapshot`;
 output: ``(trace ID, element)`` pairs, buffer by buffer and source by source::
 
     import cstrace
@@ -21,14 +22,45 @@ from cstrace.decode import Session
 from cstrace.elements import Element
 from cstrace.protocols import DecodeOptions
 from cstrace.snapshot.model import Snapshot
-from cstrace.snapshot.package import open_trace_input
+from cstrace.snapshot.package import Extras, RawOptions, open_any
 
 __all__ = ["iter_elements", "open_trace"]
 
 
-def open_trace(path: str | Path) -> Snapshot:
-    """Open a snapshot or a trace package (folder or ZIP) for decoding."""
-    return open_trace_input(path)
+def open_trace(
+    path: str | Path,
+    *,
+    images: Sequence[str] = (),
+    memory: Sequence[str] = (),
+    events: str | Path | None = None,
+    contextidr: str | None = None,
+    capture_format: str | None = None,
+    metadata: str | Path | None = None,
+    protocols: Sequence[str] = (),
+    cores: Sequence[str] = (),
+    registers: Sequence[str] = (),
+    settings: Sequence[str] = (),
+) -> Snapshot:
+    """Open a snapshot, a trace package (folder or ZIP) or a raw capture for decoding.
+
+    The keyword arguments are the command line's options, in the same syntax
+    (docs/usage.md): ``images`` (``FILE`` or ``FILE@BASE``), ``memory``
+    (``FILE@ADDRESS``), ``events`` (an event log) and ``contextidr`` (``pid`` or
+    ``asid``) add to any trace; ``capture_format``, ``metadata``, ``protocols``
+    (``[ID=]NAME``), ``cores`` (``[ID=]TYPE``), ``registers`` (``[ID:]NAME=VALUE``)
+    and ``settings`` (``[ID:]ITEM=VALUE``) describe a raw capture, which is any
+    file that is not an ini file or a ZIP.
+    """
+    extras = Extras(list(images), list(memory), None if events is None else str(events), contextidr)
+    raw = RawOptions(
+        capture_format,
+        None if metadata is None else str(metadata),
+        list(protocols),
+        list(cores),
+        list(registers),
+        list(settings),
+    )
+    return open_any(path, extras, raw)
 
 
 def iter_elements(

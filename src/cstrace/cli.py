@@ -95,15 +95,20 @@ def _build_parser() -> argparse.ArgumentParser:
 
     pkg = sub.add_parser(
         "package",
-        help="write a snapshot as a trace package (ZIP)",
+        help="write a snapshot or raw capture as a trace package (ZIP)",
         description=(
-            "Write SNAPSHOT (a DS-5 snapshot folder, or a trace package) as a trace package: a "
-            "ZIP with contents.ini, the INI trace metadata, the trace buffers and memory "
-            "contents. The package decodes like the snapshot, with the same buffer names."
+            "Write SNAPSHOT (a DS-5 snapshot folder, a trace package, or a raw capture with "
+            "the options that describe it) as a trace package: a ZIP with contents.ini, the "
+            "INI trace metadata, the trace buffers and memory contents, plus any program "
+            "images, memory and event log given as options. The package decodes like its "
+            "input, with the same buffer names."
         ),
     )
-    pkg.add_argument("snapshot", metavar="SNAPSHOT", help="snapshot or package to convert")
+    pkg.add_argument(
+        "snapshot", metavar="SNAPSHOT", help="snapshot, package or raw capture to convert"
+    )
     pkg.add_argument("output", metavar="OUTPUT.zip", help="the package file to write")
+    add_input_options(pkg)
 
     info = sub.add_parser(
         "info",

@@ -39,3 +39,37 @@ def test_package_file_gets_the_usual_mode(tmp_path: Path) -> None:
     umask = os.umask(0)
     os.umask(umask)
     assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~umask
+
+
+ETM_SETTINGS = [
+    "--core",
+    "Cortex-A53",
+    *("--set", "0x10:cyclecount=0", "--set", "0x10:context_id=32", "--set", "0x10:vmid=0"),
+    *("--set", "0x10:timestamp_bits=64", "--set", "0x10:return_stack=0"),
+    *("--set", "0x10:conditional=none", "--set", "0x10:commit_opt=0"),
+]
+
+
+def _body(listing: str) -> list[str]:
+    """The element lines of a text listing (buffer and source names left out)."""
+    return [line for line in listing.splitlines() if not line.startswith("#")]
+
+
+def test_package_of_a_raw_capture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    demo = ROOT / "examples" / "etm_demo"
+    memory = [
+        *("--memory", f"{demo / 'user.bin'}@0x400000"),
+        *("--memory", f"{demo / 'kernel.bin'}@0xffffffc000080400"),
+    ]
+    out = tmp_path / "raw.zip"
+    assert main(["package", str(CAPTURE), str(out), *memory, *ETM_SETTINGS]) == 0
+    assert "wrote" in capsys.readouterr().out
+    assert main(["decode", str(demo)]) == 0
+    want = _body(capsys.readouterr().out)
+    assert main(["decode", str(out)]) == 0
+    got = _body(capsys.readouterr().out)
+    assert "INSTR_RANGE" in "\n".join(want) and got == want
+    # Without the settings the ETMv4 cannot be described: a clear error, no package.
+    assert main(["package", str(CAPTURE), str(tmp_path / "bad.zip")]) == 2
+    assert "cyclecount" in capsys.readouterr().err
+    assert not (tmp_path / "bad.zip").exists()

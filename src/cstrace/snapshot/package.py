@@ -1598,24 +1598,38 @@ def add_input_options(dec: argparse.ArgumentParser) -> None:
     )
 
 
-def open_from_args(args: argparse.Namespace) -> Snapshot:
-    """The snapshot, package or raw capture named on the command line, with extra files."""
-    extras = Extras(args.image, args.memory, args.events, args.contextidr)
-    path = Path(args.snapshot)
-    raw_given = args.metadata or args.protocol or args.reg or args.set or args.core
+def open_any(path: str | Path, extras: Extras, raw: RawOptions) -> Snapshot:
+    """A snapshot, a package or a raw capture, with extra images, memory and events.
+
+    A file that is neither an ini file nor a ZIP is a raw capture, described by
+    ``raw``; for a snapshot or package, ``raw`` must be empty.
+    """
+    path = Path(path)
     is_raw = path.is_file() and not path.name.lower().endswith(".ini") and not is_zip(path)
     if is_raw:
-        opts = RawOptions(
-            args.capture_format, args.metadata, args.protocol, args.core, args.reg, args.set
-        )
-        return capture_package(path, opts, extras)
-    if raw_given or args.capture_format:
+        return capture_package(path, raw, extras)
+    if raw != RawOptions():
         raise SnapshotError(
-            "--metadata, --protocol, --core, --reg, --set and --capture-format describe "
-            "raw captures; the snapshot or package describes its own trace",
+            "options that describe a raw capture (metadata, protocol, core, registers, "
+            "settings, capture format) do not apply: the snapshot or package describes "
+            "its own trace",
             path=str(path),
         )
     return with_extras(open_trace_input(path), extras)
+
+
+def open_from_args(args: argparse.Namespace) -> Snapshot:
+    """The snapshot, package or raw capture named on the command line, with extra files."""
+    extras = Extras(args.image, args.memory, args.events, args.contextidr)
+    raw = RawOptions(
+        args.capture_format,
+        args.metadata,
+        list(args.protocol or []),
+        list(args.core or []),
+        list(args.reg or []),
+        list(args.set or []),
+    )
+    return open_any(args.snapshot, extras, raw)
 
 
 def is_zip(path: object) -> bool:
@@ -1627,8 +1641,8 @@ def is_zip(path: object) -> bool:
 
 
 def package_command(args: argparse.Namespace) -> int:
-    """``cstrace package SNAPSHOT OUTPUT.zip``."""
-    snapshot = open_trace_input(args.snapshot)
+    """``cstrace package SNAPSHOT OUTPUT.zip`` (with the input options of ``decode``)."""
+    snapshot = open_from_args(args)
     summary = write_package(snapshot, args.output)
     for w in [*snapshot.warnings, *summary.warnings]:
         print(f"cstrace: warning: {w}", file=sys.stderr)
