@@ -131,7 +131,7 @@ def _build_parser() -> argparse.ArgumentParser:
 def _lines(
     snapshot: Snapshot, args: argparse.Namespace, err: TextIO, errors: list[str]
 ) -> Iterator[str]:
-    """The output lines of ``decode``; capture errors are printed and kept in ``errors``."""
+    """The output lines of ``decode``; buffer errors are printed and kept in ``errors``."""
     from cstrace.render.ocsd import listing_lines
     from cstrace.render.text import HEADER, json_line, text_line
 
@@ -152,11 +152,11 @@ def _lines(
         if args.format == "ocsd":
             yield f"Using {buffer.name} as trace source"
             for error in decoded.errors:
-                yield f"CAPTURE ERROR: {error}"
+                yield f"ERROR: {error}"
         elif args.format == "text":
             yield f"# buffer {buffer.name} ({buffer.format})"
             for error in decoded.errors:
-                yield f"# capture error: {error}"
+                yield f"# error: {error}"
         for run in decoded.runs:
             if args.format == "ocsd":
                 yield from listing_lines(run, packets=not args.no_packets)
