@@ -33,7 +33,7 @@ class SplitStream(Stream):
 
     def piece(self, start: int, end: int) -> Stream:
         """Bytes ``start`` to ``end`` as a stream of their own (runs and indices kept)."""
-        rp = self.run_pos.tolist()
+        rp = self._positions()
         ri = self.run_idx
         k = max(bisect_right(rp, start) - 1, 0)
         stop = bisect_left(rp, end, k + 1)

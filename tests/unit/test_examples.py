@@ -18,6 +18,7 @@ snapshot folders. Output: assertions that
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import shutil
 import subprocess
@@ -210,8 +211,6 @@ def test_cli_output_is_clean(name: str, fmt: str, capsys: pytest.CaptureFixture[
 
 @pytest.mark.parametrize("name", NAMES)
 def test_jsonl_objects_name_their_buffer(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    import json
-
     assert main(["decode", str(EXAMPLES / name), "--format", "jsonl"]) == 0
     objects = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     ini = (EXAMPLES / name / "trace.ini").read_text()

@@ -701,30 +701,18 @@ def iter_packets(stream: Stream, config: Etmv3Config, complete: bool = True) -> 
                         value, bits, _exc, ok = _branch_bits(d, q, end, st, alt, v7m)
                         if ok:
                             st.addr = _merge(a, value, bits)
-                    yield ISync(
-                        off,
-                        d[p:end],
-                        st.reason,
-                        st.addr,
-                        st.isa,
-                        st.ns,
-                        st.hyp,
-                        ctxid,
-                        cycle_count,
-                    )
-                else:
-                    yield ISync(
-                        off,
-                        d[p:end],
-                        st.reason,
-                        st.addr,
-                        st.isa,
-                        st.ns,
-                        st.hyp,
-                        ctxid,
-                        cycle_count,
-                        no_address=True,
-                    )
+                yield ISync(
+                    off,
+                    d[p:end],
+                    st.reason,
+                    st.addr,
+                    st.isa,
+                    st.ns,
+                    st.hyp,
+                    ctxid,
+                    cycle_count,
+                    no_address=not instr,
+                )
                 p = end
                 continue
 
