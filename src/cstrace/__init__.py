@@ -32,7 +32,7 @@ from cstrace.errors import (
     CaptureError,
     ConfigError,
     CstraceError,
-    DecodeError,
+    InputError,
     SnapshotError,
 )
 from cstrace.protocols import DecodeOptions
@@ -43,11 +43,11 @@ __all__ = [
     "CaptureError",
     "ConfigError",
     "CstraceError",
-    "DecodeError",
     "DecodeOptions",
     "Demux",
     "Session",
     "Snapshot",
+    "InputError",
     "SnapshotError",
     "SourceRun",
     "Stream",

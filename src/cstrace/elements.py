@@ -18,11 +18,14 @@ from __future__ import annotations
 
 from enum import IntEnum, IntFlag
 
+from cstrace.errors import DiagCode, DiagKind, Severity
+
 __all__ = [
     "AddrNacc",
     "AddrUnknown",
     "Custom",
     "CycleCount",
+    "Diagnostic",
     "ElemType",
     "Element",
     "EoTrace",
@@ -80,6 +83,8 @@ class ElemType(IntEnum):
     INSTRUMENTATION = 17
     ITMTRACE = 18
     CUSTOM = 19
+    DIAGNOSTIC = 20
+    """cstrace's own: a decoder diagnostic (:class:`Diagnostic`), not an OpenCSD element."""
 
 
 class Isa(IntEnum):
@@ -670,3 +675,36 @@ class Custom(Element):
     def __init__(self, offset: int, data: object = None) -> None:
         self.offset = offset
         self.data = data
+
+
+class Diagnostic(Element):
+    """A decoder diagnostic: something in the trace the decoder could not handle.
+
+    Carried in the element stream where the decoder met it: ``offset`` is the
+    capture index of the packet being decoded, ``trace_id`` its source,
+    ``code`` the class of the problem (numbered as the reference's errors),
+    ``kind`` what exactly happened and ``detail`` a value that depends on
+    ``kind`` (a packet type number, say). Decoding goes on after it (or the
+    decoder stops, as the reference does, when ``kind`` says so). Text for a
+    diagnostic is made by ``cstrace.render``.
+    """
+
+    __slots__ = ("code", "detail", "kind", "severity", "trace_id")
+    TYPE = ElemType.DIAGNOSTIC
+    __match_args__ = ("offset", "code", "kind")
+
+    def __init__(
+        self,
+        offset: int,
+        trace_id: int,
+        code: DiagCode,
+        kind: DiagKind,
+        detail: int = 0,
+        severity: Severity = Severity.ERROR,
+    ) -> None:
+        self.offset = offset
+        self.trace_id = trace_id
+        self.code = code
+        self.kind = kind
+        self.detail = detail
+        self.severity = severity

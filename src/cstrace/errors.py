@@ -1,17 +1,36 @@
-"""The error vocabulary shared by every layer of cstrace.
+"""The error and diagnostic vocabulary shared by every layer of cstrace.
 
-All errors derive from :class:`CstraceError`; anything else escaping the
-library is a bug. Each error knows where it happened (file, line or byte
-offset, trace ID) so that the CLI can print one line that points at the cause.
+Two kinds of trouble, kept apart:
+
+- **Exceptions** are for input that cannot be used at all: bad metadata, a file
+  that is missing or malformed, register values that describe no decodable
+  configuration. They derive from :class:`CstraceError` and know where the
+  problem is (file, line or byte offset), so the CLI prints one line that
+  points at the cause. Anything else escaping the library is a bug.
+- **Diagnostics are data.** Bad trace never raises: a decoder yields a
+  :class:`~cstrace.elements.Diagnostic` in its element stream (capture offset,
+  trace ID, a :class:`DiagCode` and detail values) and carries on, and the
+  session reports what it met on the way as :class:`Issue` records (an empty
+  buffer, a truncated capture, a memory dump that is missing). Text is made at
+  the edge: ``cstrace.render`` words diagnostics (the OpenCSD listing in the
+  reference's words), the CLI prints issues.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
 
 __all__ = [
     "CaptureError",
     "ConfigError",
     "CstraceError",
-    "DecodeError",
+    "DiagCode",
+    "DiagKind",
+    "InputError",
+    "Issue",
+    "IssueKind",
+    "Severity",
     "SnapshotError",
 ]
 
@@ -44,8 +63,12 @@ class CstraceError(Exception):
         return f"{': '.join(where)}: {self.message}" if where else self.message
 
 
-class SnapshotError(CstraceError):
-    """A snapshot, package or metadata file is missing, malformed or unsafe."""
+class InputError(CstraceError):
+    """An input (snapshot, package, metadata, capture, option) is missing, malformed or unsafe."""
+
+
+SnapshotError = InputError
+"""The name :class:`InputError` had before inputs other than snapshots existed."""
 
 
 class ConfigError(CstraceError):
@@ -53,19 +76,117 @@ class ConfigError(CstraceError):
 
 
 class CaptureError(CstraceError):
-    """The captured trace bytes cannot be framed or demultiplexed."""
+    """Capture settings (port width, PIPESTAT size, a text capture's encoding) are unusable."""
 
 
-class DecodeError(CstraceError):
-    """Trace data for one trace ID is truncated or invalid at an offset."""
+class Severity(IntEnum):
+    """How bad a diagnostic or issue is."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        offset: int | None = None,
-        trace_id: int | None = None,
-        path: str | None = None,
-    ) -> None:
-        super().__init__(message, path=path, offset=offset)
-        self.trace_id = trace_id
+    WARNING = 1
+    """Decoding went on and its output is complete as far as the trace allows."""
+    ERROR = 2
+    """Something was lost: trace not decoded, a decoder stopped or dropped elements."""
+
+
+class DiagCode(IntEnum):
+    """The class of a decoder diagnostic, numbered as the reference's error codes (``ocsd_err_t``).
+
+    The numbers let a listing quote the reference's code; :class:`DiagKind`
+    says precisely what happened.
+    """
+
+    NOT_INIT = 0x03
+    """The decoder has no usable configuration for this trace."""
+    BAD_PACKET_SEQ = 0x13
+    """A packet came where the protocol does not allow it."""
+    UNSUPPORTED_ISA = 0x16
+    """The program runs in an instruction set the decoder cannot follow."""
+    HW_CFG_UNSUPP = 0x17
+    """The trace unit's configuration is not supported by the decoder."""
+    UNSUPP_DECODE_PKT = 0x18
+    """A valid packet the decoder does not support."""
+    BAD_DECODE_PKT = 0x19
+    """A reserved or unknown packet."""
+    COMMIT_PKT_OVERRUN = 0x1A
+    """Speculation resolution asked for more elements than were waiting."""
+    RET_STACK_OVERFLOW = 0x1C
+    """The return stack was popped more often than it was pushed."""
+
+
+class DiagKind(IntEnum):
+    """What exactly a decoder diagnostic reports (``detail`` values depend on it)."""
+
+    NO_CONFIG = 1
+    """The decoder refused its configuration (ETMv3 data trace) and decoded nothing."""
+    COMMIT_SHORT = 2
+    """A commit asked for more P0 elements than the speculation stack held."""
+    CANCEL_SHORT = 3
+    """A cancel asked for more P0 elements than the speculation stack held."""
+    MISPREDICT_NO_ATOM = 4
+    """A mispredict found no atom to correct."""
+    RETURN_STACK_OVERFLOW = 5
+    """An address was taken from an empty return stack."""
+    EXCEPTION_NO_ADDRESS = 6
+    """An exception packet without its address."""
+    Q_NO_ADDRESS = 7
+    """A Q element without the address it needs."""
+    BAD_PACKET = 8
+    """A reserved, unknown or unsupported packet; ``detail`` is the packet type number."""
+    UNSUPPORTED_ISA = 9
+    """Code in an instruction set the decoder cannot walk (Jazelle, ThumbEE); ``detail``
+    names the packet being processed (protocol-specific)."""
+    BAD_SEQUENCE = 10
+    """A packet out of sequence; ``detail`` is the packet type number."""
+    DATA_TRACE = 11
+    """Data trace packets, which the decoder does not decode; ``detail`` is the packet type."""
+
+
+class IssueKind(IntEnum):
+    """What a session-level :class:`Issue` is about."""
+
+    EMPTY_BUFFER = 1
+    CAPTURE = 2
+    """Framing or size problems of the capture itself."""
+    CAPTURE_STOP = 3
+    """The capture ends early where the reference stops (an empty frame block)."""
+    NO_SOURCE = 4
+    """A buffer with no trace source associated."""
+    NOT_DECODED = 5
+    """A protocol cstrace does not decode."""
+    SOURCE_CONFIG = 6
+    """A source whose configuration is unusable: it is skipped."""
+    MEMORY = 7
+    """Memory dumps or images missing, overlapping or not matching."""
+    INPUT = 8
+    """Anything else about the inputs (metadata oddities, guessed formats)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    """A warning or error about a decode as a whole, with where it was found.
+
+    ``str(issue)`` is the located one-line message the CLI prints.
+    """
+
+    severity: Severity
+    kind: IssueKind
+    message: str
+    path: str | None = None
+    line: int | None = None
+    offset: int | None = None
+    """Byte offset in the file ``path`` (or the capture when ``path`` is a buffer name)."""
+
+    def __str__(self) -> str:
+        where = []
+        if self.path is not None:
+            where.append(self.path)
+        if self.line is not None:
+            where.append(f"line {self.line}")
+        if self.offset is not None:
+            where.append(f"offset {self.offset:#x}")
+        return f"{': '.join(where)}: {self.message}" if where else self.message
+
+    @property
+    def is_error(self) -> bool:
+        """True for errors (exit status 2), False for warnings."""
+        return self.severity >= Severity.ERROR

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 
 from cstrace.capture.stream import Stream
 
-__all__ = ["BlockWindow"]
+__all__ = ["BlockWindow", "IndexCursor"]
 
 
 class BlockWindow:
@@ -128,3 +128,54 @@ class BlockWindow:
         rp = self.run_pos
         k = max(bisect_right(rp, pos) - 1, 0)
         return self.run_idx[k] + pos - rp[k]
+
+    def cursor(self, pos: int = 0) -> IndexCursor:
+        """An :class:`IndexCursor` over the window's current bytes, placed at ``pos``."""
+        return IndexCursor(self.run_pos, self.run_idx, len(self.data), pos)
+
+
+class IndexCursor:
+    """Capture indices (OpenCSD's ``Idx``) of window positions asked for in increasing order.
+
+    This is the one place where readers turn a position in the bytes they
+    read into the capture index of that byte. Inside one run of consecutive
+    capture indices the index is ``base + pos``; ``limit`` is the first
+    position past that run. A hot loop may inline the common case::
+
+        idx = cur.base + p if p < cur.limit else cur.at(p)
+
+    and :meth:`at` moves to the run holding ``p`` otherwise. Positions may not
+    go backwards past the current run (:meth:`at` then searches from the start).
+    """
+
+    __slots__ = ("_end", "_idx", "_k", "_pos", "base", "limit")
+
+    def __init__(self, run_pos: list[int], run_idx: list[int], end: int, pos: int = 0) -> None:
+        self._pos = run_pos
+        self._idx = run_idx
+        self._end = end
+        self._k = 0
+        self.base = run_idx[0] - run_pos[0] if run_pos else 0
+        """Capture index minus position, inside the current run."""
+        self.limit = run_pos[1] if len(run_pos) > 1 else end + 1
+        """First position after the current run."""
+        if pos:
+            self.at(pos)
+
+    def at(self, p: int) -> int:
+        """The capture index of the byte at position ``p``."""
+        if p >= self.limit or p < self._pos[self._k]:
+            rp = self._pos
+            k = self._k if p >= rp[self._k] else 0
+            n = len(rp)
+            while k + 1 < n and rp[k + 1] <= p:
+                k += 1
+            self._k = k
+            self.base = self._idx[k] - rp[k]
+            self.limit = rp[k + 1] if k + 1 < n else self._end + 1
+        return self.base + p
+
+    @property
+    def run(self) -> int:
+        """Number of the current run in the window (0 for the first)."""
+        return self._k
