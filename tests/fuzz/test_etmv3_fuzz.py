@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cstrace.capture import Stream
-from cstrace.elements import Isa, MemSpace
+from cstrace.elements import Diagnostic, Isa, MemSpace
 from cstrace.isa import ArchVersion, Profile
 from cstrace.memory import MemoryMap, MemoryRegion
 from cstrace.protocols.base import DecodeContext, DecodeOptions
@@ -29,6 +29,7 @@ from cstrace.protocols.etmv3.encoder import (
     encode_vmid,
 )
 from cstrace.render.ocsd import element_text
+from cstrace.render.ocsd.diagnostics import diagnostic_text
 from cstrace.render.ocsd.etmv3 import packet_text
 
 _RNG = random.Random(1234)
@@ -89,7 +90,7 @@ def _run(data: bytes, cfg: Etmv3Config, complete: bool = True) -> None:
         assert b"".join(p.raw for p in pkts) == data
     ctx = DecodeContext(0x10, DecodeOptions(), _MEMORY, complete=complete)
     for e in iter_elements(iter(pkts), cfg, ctx):
-        assert element_text(e)
+        assert diagnostic_text("etmv3", e) if isinstance(e, Diagnostic) else element_text(e)
 
 
 @settings(max_examples=150, deadline=None)

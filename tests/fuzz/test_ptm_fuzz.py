@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cstrace.capture import Stream
-from cstrace.elements import Isa, MemSpace
+from cstrace.elements import Diagnostic, Isa, MemSpace
 from cstrace.memory import MemoryMap, MemoryRegion
 from cstrace.protocols.base import DecodeContext, DecodeOptions
 from cstrace.protocols.ptm import iter_elements, iter_packets
@@ -31,6 +31,7 @@ from cstrace.protocols.ptm.encoder import (
 )
 from cstrace.protocols.ptm.packets import ISyncReason, NotSync
 from cstrace.render.ocsd import element_text
+from cstrace.render.ocsd.diagnostics import diagnostic_text
 from cstrace.render.ocsd.ptm import packet_text
 
 _CODE = struct.pack(
@@ -79,7 +80,7 @@ def run(data: bytes, config: PtmConfig, cut: int = 0, complete: bool = True) -> 
         assert b"".join(p.raw for p in packets) == data
     context = DecodeContext(0x10, DecodeOptions(), _MEMORY, complete=complete)
     for elem in iter_elements(iter(packets), config, context):
-        element_text(elem)
+        (diagnostic_text("ptm", elem) if isinstance(elem, Diagnostic) else element_text(elem))
 
 
 def valid_stream(rng: random.Random, config: PtmConfig) -> bytes:

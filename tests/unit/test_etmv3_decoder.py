@@ -11,13 +11,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cstrace.capture import Stream
-from cstrace.elements import Isa, MemSpace
+from cstrace.elements import Diagnostic, Isa, MemSpace
 from cstrace.memory import MemoryMap, MemoryRegion
 from cstrace.protocols.base import DecodeContext, DecodeOptions
 from cstrace.protocols.etmv3 import iter_elements, iter_packets
 from cstrace.protocols.etmv3.config import Etmv3Config
 from cstrace.protocols.etmv3.encoder import encode_branch, encode_isync
 from cstrace.render.ocsd import element_text
+from cstrace.render.ocsd.diagnostics import diagnostic_text
 
 PLAIN = Etmv3Config(ctrl=0x10000860, ccer=0x344008F2, idr=0x410CF250, traceidr=0x10)
 CA = replace(PLAIN, ctrl=PLAIN.ctrl | 0x1000)
@@ -51,7 +52,10 @@ def decode(
 ) -> list[str]:
     ctx = DecodeContext(0x10, DecodeOptions(), memory, reset=reset, complete=complete)
     pkts = iter_packets(Stream(0x10, data), cfg, complete)
-    return [element_text(e) for e in iter_elements(pkts, cfg, ctx)]
+    return [
+        diagnostic_text("etmv3", e) if isinstance(e, Diagnostic) else element_text(e)
+        for e in iter_elements(pkts, cfg, ctx)
+    ]
 
 
 def test_atoms_follow_one_instruction_each() -> None:
@@ -179,9 +183,15 @@ def test_thumbee_is_not_decoded() -> None:
 
 def test_bad_packet_stops_the_decode() -> None:
     out = decode(SYNC + bytes([0x84, 0x00, 0, 0, 0, 0, 0, 0, 0x80, 0x84]))
-    assert out == HEAD  # the held-back range is dropped and no end of trace follows
+    # the held-back range is dropped and no end of trace follows, only the diagnostic
+    assert out[:-1] == HEAD
+    assert out[-1] == (
+        f"DCD_ETMV3_0016 : 0x0013 (OCSD_ERR_BAD_PACKET_SEQ) [Bad packet sequence]; "
+        f"TrcIdx={len(SYNC) + 1}; CS ID=10; Bad Packet sequence."
+    )
     out = decode(SYNC + bytes([0x84, 0x84, 0x12, 0x84]))
-    assert out == [*HEAD, rng(0x1000), rng(0x1002)]
+    assert out[:-1] == [*HEAD, rng(0x1000), rng(0x1002)]
+    assert out[-1].endswith(f"TrcIdx={len(SYNC) + 2}; CS ID=10; Reserved or unknown packet ID.")
 
 
 def test_bad_packets_before_the_isync_are_ignored() -> None:
@@ -190,7 +200,10 @@ def test_bad_packets_before_the_isync_are_ignored() -> None:
 
 
 def test_data_trace_configuration_is_not_decoded() -> None:
-    assert decode(SYNC + b"\x84", replace(PLAIN, ctrl=PLAIN.ctrl | 0x4)) == []
+    assert decode(SYNC + b"\x84", replace(PLAIN, ctrl=PLAIN.ctrl | 0x4)) == [
+        "DCD_ETMV3_0016 : 0x0003 (OCSD_ERR_NOT_INIT) [Component not initialised.]; "
+        "No decoder configuration information"
+    ]
 
 
 def test_packet_cut_at_the_end_and_incomplete_capture() -> None:

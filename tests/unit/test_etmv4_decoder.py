@@ -13,6 +13,7 @@ from cstrace.capture import Stream
 from cstrace.elements import (
     AddrNacc,
     CycleCount,
+    Diagnostic,
     Element,
     EoTrace,
     Event,
@@ -36,12 +37,14 @@ from cstrace.elements import (
     TraceOnReason,
     UnsyncReason,
 )
+from cstrace.errors import DiagCode, DiagKind
 from cstrace.memory import MemoryMap, MemoryRegion
 from cstrace.protocols.base import DecodeContext, DecodeOptions
 from cstrace.protocols.etmv4 import encoder as enc
 from cstrace.protocols.etmv4.config import Etmv4Config
 from cstrace.protocols.etmv4.decoder import iter_elements
 from cstrace.protocols.etmv4.reader import iter_packets
+from cstrace.render.ocsd.diagnostics import diagnostic_text
 
 # A64 encodings (Arm ARM C4.1): NOP, B, BL, B.EQ, RET, BR X0, ERET, ISB.
 NOP = 0xD503201F
@@ -95,7 +98,8 @@ def decode(
     complete: bool = True,
     reset: bool = False,
     options: DecodeOptions | None = None,
-) -> tuple[list[Element], DecodeContext]:
+) -> tuple[list[Element], list[Diagnostic]]:
+    """The elements decoded from ``data``, and apart from them the diagnostics."""
     cfg = cfg or config()
     if memory is None:
         memory = MemoryMap([MemoryRegion(BASE, PROGRAM, MemSpace.ANY)])
@@ -107,7 +111,8 @@ def decode(
         complete=complete,
     )
     packets = iter_packets(Stream(cfg.trace_id, data), cfg, complete)
-    return list(iter_elements(packets, cfg, ctx)), ctx
+    out = list(iter_elements(packets, cfg, ctx))
+    return [e for e in out if type(e) is not Diagnostic], [e for e in out if type(e) is Diagnostic]
 
 
 def start(address: int = BASE, *, el: int = 1, ns: bool = True) -> bytes:
@@ -285,7 +290,10 @@ def test_commit_overrun_resets_with_a_message() -> None:
     assert len(bad) == 1
     assert bad[0].offset == len(start()) + 1  # the commit packet
     assert ranges(elems) == []  # the range of the failed commit is dropped
-    assert ctx.messages and "Not enough elements to commit" in ctx.messages[0]
+    assert [(d.code, d.kind, d.offset) for d in ctx] == [
+        (DiagCode.COMMIT_PKT_OVERRUN, DiagKind.COMMIT_SHORT, bad[0].offset)
+    ]
+    assert "Not enough elements to commit" in diagnostic_text("etmv4", ctx[0])
 
 
 # -- other elements ---------------------------------------------------------------------
@@ -362,7 +370,8 @@ def test_bad_packet_resynchronises_at_next_packet() -> None:
     elems, ctx = decode(data)
     nosync = [e for e in elems if isinstance(e, NoSync)]
     assert nosync[-1].reason == UnsyncReason.BAD_PACKET
-    assert ctx.messages  # the reference logs the rejected packet
+    # the reference logs the rejected packet (an exception packet without its address)
+    assert [d.kind for d in ctx] == [DiagKind.EXCEPTION_NO_ADDRESS]
     # no more ranges until the next A-sync and trace info
     assert ranges(elems) == []
     elems, _ = decode(data + start() + enc.atom("E"))
@@ -421,15 +430,18 @@ def test_return_stack_underflow_resets_and_recovers() -> None:
     data = start() + enc.atom("EE") + enc.atom("E")
     mm = MemoryMap([MemoryRegion(BASE, PROGRAM, MemSpace.ANY)])
     ctx = DecodeContext(cfg.trace_id, DecodeOptions(), memory=mm)
-    seen: list[tuple[str, int]] = []
     data += start() + enc.atom("E")
-    for e in iter_elements(iter_packets(Stream(cfg.trace_id, data), cfg, True), cfg, ctx):
-        seen.append((type(e).__name__, len(ctx.messages)))
-    bad = seen.index(("NoSync", 1))  # the message comes before its NO_SYNC
-    assert "Return Stack Overflow" in ctx.messages[0]
-    assert [k for k, _ in seen[:bad]].count("InstrRange") == 2
+    out = list(iter_elements(iter_packets(Stream(cfg.trace_id, data), cfg, True), cfg, ctx))
+    seen = [type(e).__name__ for e in out]
+    diag = seen.index("Diagnostic")
+    assert seen[diag + 1] == "NoSync"  # the diagnostic comes before its NO_SYNC
+    bad = diag + 1
+    d = out[diag]
+    assert isinstance(d, Diagnostic) and d.kind == DiagKind.RETURN_STACK_OVERFLOW
+    assert "Return Stack Overflow" in diagnostic_text("etmv4", d)
+    assert seen[:bad].count("InstrRange") == 2
     # decoding resumes normally after the next A-sync and trace info
-    assert [k for k, _ in seen[bad:]] == ["NoSync", "TraceOn", "PEContext", "InstrRange", "EoTrace"]
+    assert seen[bad:] == ["NoSync", "TraceOn", "PEContext", "InstrRange", "EoTrace"]
 
 
 def test_trace_on_forgets_a_pending_return_stack_pop() -> None:
@@ -437,5 +449,5 @@ def test_trace_on_forgets_a_pending_return_stack_pop() -> None:
     cfg = config(ret_stack=True)
     data = start() + enc.atom("EE") + enc.trace_on() + enc.atom("E")
     elems, ctx = decode(data, cfg=cfg)
-    assert not ctx.messages  # no return stack underflow
+    assert not ctx  # no return stack underflow
     assert kinds(elems)[-2:] == ["TraceOn", "EoTrace"]  # the atom waits for an address

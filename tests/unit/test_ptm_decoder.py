@@ -7,6 +7,7 @@ import struct
 from cstrace.capture import Stream
 from cstrace.elements import (
     AddrNacc,
+    Diagnostic,
     Element,
     EoTrace,
     Event,
@@ -25,6 +26,7 @@ from cstrace.elements import (
     TraceOnReason,
     UnsyncReason,
 )
+from cstrace.errors import Severity
 from cstrace.memory import MemoryMap, MemoryRegion
 from cstrace.protocols.base import DecodeContext, DecodeOptions
 from cstrace.protocols.ptm.config import PtmConfig
@@ -45,6 +47,7 @@ from cstrace.protocols.ptm.encoder import (
 from cstrace.protocols.ptm.packets import ISyncReason
 from cstrace.protocols.ptm.reader import iter_packets
 from cstrace.render.ocsd import element_text
+from cstrace.render.ocsd.diagnostics import diagnostic_text
 
 # A32 program at 0x1000:
 #   1000 mov r0,r0 ; 1004 b 1010 ; 1008 nop ; 100c nop ; 1010 bl 1020 ; 1014 bx lr
@@ -265,7 +268,8 @@ def test_unsupported_isa_waits_for_an_address() -> None:
     start = sync(0x1000) + encode_branch(0x1000, Isa.JAZELLE)
     elems = decode(start + encode_atoms([True]))
     after = [e for e in elems if e.offset >= len(start)]
-    assert [type(e) for e in after] == [EoTrace]  # mapped, but Jazelle: no range
+    # mapped, but Jazelle: no range, a warning
+    assert [type(e) for e in after] == [Diagnostic, EoTrace]
     start = sync(0x1000) + encode_branch(0x9000, Isa.JAZELLE)
     elems = decode(start + encode_atoms([True]) + encode_atoms([True]))
     after = [e for e in elems if e.offset >= len(start)]
@@ -301,9 +305,11 @@ def test_unsupported_isa_warning_is_logged() -> None:
     data = sync(0x1000) + encode_branch(0x1004, Isa.JAZELLE) + encode_atoms([True])
     stream = Stream.from_chunks(0x10, [(0, data)])
     context = DecodeContext(0x10, DecodeOptions(), memory())
-    list(iter_elements(iter_packets(stream, config, True), config, context))
-    assert context.messages == [
+    out = list(iter_elements(iter_packets(stream, config, True), config, context))
+    diags = [e for e in out if isinstance(e, Diagnostic)]
+    assert [diagnostic_text("ptm", d) for d in diags] == [
         f"DCD_PTM_0016 : 0x0016 (OCSD_ERR_UNSUPPORTED_ISA) [ISA not supported in decoder]; "
         f"TrcIdx={len(data) - 1}; CS ID=10; "
         "Warning: unsupported instruction set processing atom packet."
     ]
+    assert diags[0].severity == Severity.WARNING

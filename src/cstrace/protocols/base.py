@@ -88,13 +88,6 @@ class DecodeContext:
     """Decoder state that survives a reset: the same dict for every run of a trace ID
     in one session (the reference resets its decoder between buffers, it does not
     rebuild it)."""
-    messages: list[str] = field(default_factory=list)
-    """Errors and warnings the decoder logged, in the reference's words, as it logs them.
-
-    The OpenCSD listing prints each one after the line of the packet being
-    decoded, without a newline, as ``trc_pkt_lister`` does (so it swallows the
-    next line's ``Idx:`` prefix there too).
-    """
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from cstrace.elements import (
     AddrUnknown,
     Custom,
     CycleCount,
+    Diagnostic,
     Element,
     EoTrace,
     Event,
@@ -46,6 +47,7 @@ from cstrace.elements import (
     Timestamp,
     TraceOn,
 )
+from cstrace.errors import DiagKind
 from cstrace.render.ocsd.elements import mem_space_name
 
 __all__ = ["HEADER", "element_details", "element_fields", "json_line", "text_line"]
@@ -169,6 +171,28 @@ def _event(e: Event) -> str:
     return "unknown"
 
 
+_DIAG_TEXT = {
+    DiagKind.NO_CONFIG: "configuration not decoded (data trace): nothing decoded",
+    DiagKind.COMMIT_SHORT: "commit of more elements than the speculation stack holds",
+    DiagKind.CANCEL_SHORT: "cancel of more elements than the speculation stack holds",
+    DiagKind.MISPREDICT_NO_ATOM: "mispredict with no atom to correct",
+    DiagKind.RETURN_STACK_OVERFLOW: "return address taken from an empty return stack",
+    DiagKind.EXCEPTION_NO_ADDRESS: "exception packet without its address",
+    DiagKind.Q_NO_ADDRESS: "Q element without an address",
+    DiagKind.BAD_PACKET: "reserved or unknown packet",
+    DiagKind.UNSUPPORTED_ISA: "code in an instruction set the decoder cannot follow",
+    DiagKind.BAD_SEQUENCE: "bad packet sequence",
+    DiagKind.DATA_TRACE: "data trace packet, not decoded",
+}
+
+
+def _diagnostic(e: Diagnostic) -> str:
+    text = f"{e.severity.name.lower()}: {_DIAG_TEXT.get(e.kind, e.kind.name.lower())}"
+    if e.kind in (DiagKind.BAD_PACKET, DiagKind.BAD_SEQUENCE, DiagKind.DATA_TRACE) and e.detail:
+        text += f" (packet type {e.detail:#x})"
+    return text
+
+
 def _custom(e: Custom) -> str:
     data = e.data
     if isinstance(data, dict):
@@ -201,6 +225,7 @@ _DETAILS: dict[type, Callable[[Any], str]] = {
     ITMTrace: _itm,
     AddrUnknown: lambda e: "waiting for an address" + _cc(e.cycle_count),
     Custom: _custom,
+    Diagnostic: _diagnostic,
 }
 
 

@@ -25,7 +25,7 @@ instruction the reference cannot decode). :class:`_Queue` reproduces that ring.
 
 A packet the reference cannot decode once synchronised (a reserved header, a
 malformed A-sync, data trace) stops its whole decode: no element follows,
-not even the end of trace; its error message goes to ``context.messages``.
+not even the end of trace; a :class:`~cstrace.elements.Diagnostic` says why.
 A configuration with data tracing is not decoded at all, as in the reference.
 """
 
@@ -40,6 +40,7 @@ from cstrace.elements import (
     AddrNacc,
     AddrUnknown,
     CycleCount,
+    Diagnostic,
     Element,
     EoTrace,
     Event,
@@ -62,6 +63,7 @@ from cstrace.elements import (
     Unknown,
     UnsyncReason,
 )
+from cstrace.errors import DiagCode, DiagKind
 from cstrace.isa import IsaOptions, Profile
 from cstrace.isa.decode import cls_cache
 from cstrace.protocols.base import DecodeContext, Packet
@@ -219,15 +221,12 @@ def iter_elements(
     """Decode ETMv3 packets into generic trace elements."""
     it = iter(packets)
     tid = config.trace_id
-    messages: list[str] = getattr(context, "messages", [])
     if not config.instr_trace or config.data_trace:
         # The reference refuses data trace configurations: its decode stops at
         # the first packet.
-        if next(it, None) is not None:
-            messages.append(
-                f"DCD_ETMV3_{tid:04d} : 0x0003 (OCSD_ERR_NOT_INIT) [Component not initialised.]; "
-                "No decoder configuration information"
-            )
+        first = next(it, None)
+        if first is not None:
+            yield Diagnostic(first.offset, tid, DiagCode.NOT_INIT, DiagKind.NO_CONFIG)
         return
 
     memory = context.memory
@@ -546,18 +545,11 @@ def iter_elements(
         else:
             # Reserved headers, bad sequences and data trace: the reference stops.
             if tp is BadSequence:
-                err = "0x0013 (OCSD_ERR_BAD_PACKET_SEQ) [Bad packet sequence]"
-                why = "Bad Packet sequence."
+                yield Diagnostic(off, tid, DiagCode.BAD_PACKET_SEQ, DiagKind.BAD_SEQUENCE)
             elif tp is Reserved:
-                err = "0x0013 (OCSD_ERR_BAD_PACKET_SEQ) [Bad packet sequence]"
-                why = "Reserved or unknown packet ID."
+                yield Diagnostic(off, tid, DiagCode.BAD_PACKET_SEQ, DiagKind.BAD_PACKET)
             else:
-                err = (
-                    "0x0017 (OCSD_ERR_HW_CFG_UNSUPP) "
-                    "[Programmed trace configuration not supported by decodUer.]"
-                )
-                why = "Invalid packet type : Data Tracing decode not supported."
-            messages.append(f"DCD_ETMV3_{tid:04d} : {err}; TrcIdx={off}; CS ID={tid:02x}; {why}")
+                yield Diagnostic(off, tid, DiagCode.HW_CFG_UNSUPP, DiagKind.DATA_TRACE)
             return
 
         if q.used > q.pend:

@@ -28,7 +28,8 @@ the trace"; ETE: Arm ARM chapter D4/D5 "Embedded Trace Extension"):
   of more elements than stacked, a mispredict with no atom, a return-stack
   underflow, an exception without its address) resets it at once, dropping
   that step's elements. Either way it waits for an A-sync and a trace info,
-  and logs the reference's message in ``context.messages``.
+  and yields a :class:`~cstrace.elements.Diagnostic` where the reference logs
+  its error.
 
 Element ordering follows the reference: an element held on the stack is
 emitted, with the ``Idx`` of the packet that created it, when a later packet
@@ -49,6 +50,7 @@ from typing import Any
 from cstrace.elements import (
     AddrNacc,
     CycleCount,
+    Diagnostic,
     Element,
     EoTrace,
     Event,
@@ -76,6 +78,7 @@ from cstrace.elements import (
     TraceOnReason,
     UnsyncReason,
 )
+from cstrace.errors import DiagCode, DiagKind
 from cstrace.protocols.base import DecodeContext, Packet
 from cstrace.protocols.etmv4.decode_walk import CodeWalker
 from cstrace.protocols.etmv4.packets import NotSync as NotSync_
@@ -240,20 +243,13 @@ _TS_CC_EVENT = frozenset((_EVENT, _TS, _CC, _TS_CC))
 _TRANS = frozenset((_TRANS_START, _TRANS_COMMIT, _TRANS_FAIL, _TRANS_TRACE_INIT))
 
 
-# Errors the reference logs (code, name, description), and why it rejects packets.
-_BAD_PACKET_SEQ = (0x13, "OCSD_ERR_BAD_PACKET_SEQ", "Bad packet sequence")
-_UNSUPP_PKT = (0x18, "OCSD_ERR_UNSUPP_DECODE_PKT", "Packet not supported in decoder")
-_BAD_PKT = (0x19, "OCSD_ERR_BAD_DECODE_PKT", "Reserved or unknown packet in decoder.")
-_COMMIT_OVERRUN = (
-    0x1A,
-    "OCSD_ERR_COMMIT_PKT_OVERRUN",
-    "Overrun in commit packet stack - tried to commit more than available",
-)
-_RET_STACK_OVERFLOW = (
-    0x1C,
-    "OCSD_ERR_RET_STACK_OVERFLOW",
-    "Internal return stack overflow checks failed - popped more than we pushed.",
-)
+# Diagnostics of the sequence errors the reference reports (its error class, what happened).
+_COMMIT_SHORT = (DiagCode.COMMIT_PKT_OVERRUN, DiagKind.COMMIT_SHORT)
+_CANCEL_SHORT = (DiagCode.COMMIT_PKT_OVERRUN, DiagKind.CANCEL_SHORT)
+_MISPREDICT_NO_ATOM = (DiagCode.COMMIT_PKT_OVERRUN, DiagKind.MISPREDICT_NO_ATOM)
+_RET_STACK_OVERFLOW = (DiagCode.RET_STACK_OVERFLOW, DiagKind.RETURN_STACK_OVERFLOW)
+_EXCEPTION_NO_ADDRESS = (DiagCode.BAD_PACKET_SEQ, DiagKind.EXCEPTION_NO_ADDRESS)
+_Q_NO_ADDRESS = (DiagCode.BAD_PACKET_SEQ, DiagKind.Q_NO_ADDRESS)
 _DATA_TRACE_KINDS = frozenset(
     (
         PT.COND_FLUSH,
@@ -268,12 +264,6 @@ _DATA_TRACE_KINDS = frozenset(
         PT.UNNUM_DS_MKR,
     )
 )
-_BAD_REASON = {
-    PT.BAD_SEQUENCE: "Bad byte sequence in packet.",
-    PT.BAD_TRACEMODE: "Invalid packet type for trace mode.",
-    PT.RESERVED: "Reserved packet header",
-    **{k: "Data trace related, unsupported packet type." for k in _DATA_TRACE_KINDS},
-}
 
 
 class _SeqError(Exception):
@@ -370,9 +360,8 @@ class Etmv4Decoder:
         self.out: list[Element] = []
         self.trace_id = int(getattr(config, "trace_id", context.trace_id))
         self.seen_not_sync = False
-        self.messages: list[str] = getattr(context, "messages", [])
-        self.log: list[tuple[int, str]] = []
-        """Messages of the current packet, with the number of its elements before each."""
+        self.log: list[tuple[int, Diagnostic]] = []
+        """Diagnostics of the current packet, with the number of its elements before each."""
         self.last_idx = 0
         self._reset()
 
@@ -397,27 +386,22 @@ class Etmv4Decoder:
         self.ete_first_ts_marker = False
         self._set_space()
 
-    def _log(self, err: tuple[int, str, str], reason: str) -> None:
-        """Log an error as the reference's error logger prints it (see DecodeContext.messages)."""
-        code, name, text = err
-        tid = self.trace_id
-        # Logged after the elements already output for this packet: the caller
-        # hands it on at that point of the element stream (see iter_elements).
-        self.log.append(
-            (
-                len(self.out),
-                f"DCD_ETMV4_{tid:04d} : 0x{code:04x} ({name}) [{text}]; "
-                f"TrcIdx={self.last_idx}; CS ID={tid:02x}; {reason}",
-            )
-        )
+    def _log(self, code: DiagCode, kind: DiagKind, detail: int = 0) -> None:
+        """Report a diagnostic at the packet being decoded.
+
+        It comes after the elements already output for this packet: the caller
+        hands it on at that point of the element stream (see iter_elements).
+        """
+        diag = Diagnostic(self.last_idx, self.trace_id, code, kind, detail)
+        self.log.append((len(self.out), diag))
 
     def _clip_log(self, count: int) -> None:
-        """The packet's elements were cut to ``count``: no message may come after them."""
-        self.log[:] = [(min(pos, count), text) for pos, text in self.log]
+        """The packet's elements were cut to ``count``: no diagnostic may come after them."""
+        self.log[:] = [(min(pos, count), d) for pos, d in self.log]
 
-    def _seq_error(self, err: tuple[int, str, str], reason: str) -> None:
-        """A sequence error: log it, reset (dropping unsent elements), report a bad packet."""
-        self._log(err, reason)
+    def _seq_error(self, err: tuple[DiagCode, DiagKind]) -> None:
+        """A sequence error: report it, reset (dropping unsent elements), report a bad packet."""
+        self._log(*err)
         self._reset()
         self.unsync_reason = UnsyncReason.BAD_PACKET
         raise _SeqError
@@ -660,8 +644,11 @@ class Etmv4Decoder:
             # Reserved, bad or unsupported (conditional and data trace, ETE PE
             # reset) packets: the reference resets and reports NO_SYNC with the
             # next packet.
-            reason = _BAD_REASON.get(pkt.kind, "Unknown packet type.")
-            self._log(_UNSUPP_PKT if pkt.kind in _DATA_TRACE_KINDS else _BAD_PKT, reason)
+            if pkt.kind in _DATA_TRACE_KINDS:
+                self._log(DiagCode.UNSUPP_DECODE_PKT, DiagKind.DATA_TRACE, int(pkt.kind))
+            else:
+                bad = DiagKind.BAD_SEQUENCE if pkt.kind == PT.BAD_SEQUENCE else DiagKind.BAD_PACKET
+                self._log(DiagCode.BAD_DECODE_PKT, bad, int(pkt.kind))
             self._reset()
             self.unsync_reason = UnsyncReason.BAD_PACKET
             return False
@@ -707,7 +694,7 @@ class Etmv4Decoder:
         rs = self.rs
         while self.res_commit:
             if not stack:
-                self._seq_error(_COMMIT_OVERRUN, "Not enough elements to commit")
+                self._seq_error(_COMMIT_SHORT)
             e = stack[0]
             k = e[_K]
             if k == _ATOM:
@@ -778,7 +765,7 @@ class Etmv4Decoder:
         while self.res_cancel:
             if not stack:
                 self.res_cancel = 0
-                self._seq_error(_COMMIT_OVERRUN, "Not enough elements to cancel")
+                self._seq_error(_CANCEL_SHORT)
             e = stack[-1]
             if e[_P0]:
                 if e[_K] == _ATOM:
@@ -818,7 +805,7 @@ class Etmv4Decoder:
             i -= 1
         self.res_mispredict = False
         if not found:
-            self._seq_error(_COMMIT_OVERRUN, "Not found mispredict atom")
+            self._seq_error(_MISPREDICT_NO_ATOM)
 
     def _discard(self) -> None:
         """Discard / overflow: output held TS/CC/events/markers, drop the rest, resync."""
@@ -896,7 +883,7 @@ class Etmv4Decoder:
     def _rs_pop(self) -> None:
         r = self.rs.pop()
         if r is None:
-            self._seq_error(_RET_STACK_OVERFLOW, "Trace Return Stack Overflow.")
+            self._seq_error(_RET_STACK_OVERFLOW)
         else:
             self.addr, self.isa = r
             self.need_addr = False
@@ -1009,7 +996,7 @@ class Etmv4Decoder:
         if stack and stack[0][_K] == _CTXT:
             ctxt_elem = stack.popleft()
         if not stack or stack[0][_K] != _ADDR:
-            self._seq_error(_BAD_PACKET_SEQ, "Address missing in exception packet.")
+            self._seq_error(_EXCEPTION_NO_ADDRESS)
         addr_elem = stack[0]  # removed by the commit loop, as in the reference
         ret_addr = addr_elem[_A]
         if br_tgt:
@@ -1051,7 +1038,7 @@ class Etmv4Decoder:
             if stack and stack[0][_K] == _CTXT:
                 ctxt_elem = stack.popleft()
             if not stack or stack[0][_K] != _ADDR:
-                self._seq_error(_BAD_PACKET_SEQ, "Address missing in Q packet.")
+                self._seq_error(_Q_NO_ADDRESS)
             a = stack.popleft()
             q_addr, q_is = a[_A], a[_B]
             if ctxt_elem is not None:
@@ -1152,16 +1139,15 @@ def iter_elements(
     dec = Etmv4Decoder(config, context)
     decode = dec.decode
     log = dec.log
-    messages = dec.messages
     for pkt in packets:
         out = decode(pkt)
         if log:
-            # Hand each message on where the reference logs it among the elements.
+            # Hand each diagnostic on where the reference logs it among the elements.
             done = 0
-            for pos, text in log:
+            for pos, diag in log:
                 yield from out[done:pos]
                 done = max(done, pos)
-                messages.append(text)
+                yield diag
             log.clear()
             yield from out[done:]
         elif out:

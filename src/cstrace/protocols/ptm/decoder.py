@@ -25,8 +25,8 @@ including its choices where the specification leaves room:
   target from the return stack; a pop from an empty stack stops the decoding
   of the trace ID, as in the reference;
 - code in an instruction set it cannot walk (Jazelle, ThumbEE) is skipped
-  until the next address, with the reference's warning in
-  ``context.messages`` (errors are logged there in the reference's words);
+  until the next address, with a warning :class:`~cstrace.elements.Diagnostic`
+  where the reference logs its warning;
 - an instruction whose 4 opcode bytes are not all readable ends the walk with
   an ``ADDR_NACC`` (even a 16-bit Thumb instruction needs 4 bytes);
 - only I-sync packets change the security state used to read code memory.
@@ -39,6 +39,7 @@ from typing import Any
 
 from cstrace.elements import (
     AddrNacc,
+    Diagnostic,
     Element,
     EoTrace,
     Event,
@@ -59,6 +60,7 @@ from cstrace.elements import (
     UnsyncReason,
 )
 from cstrace.elements import Timestamp as TimestampElem
+from cstrace.errors import DiagCode, DiagKind, Severity
 from cstrace.isa import IsaOptions, arch_profile, decode, read_opcode, scan_to_waypoint
 from cstrace.protocols.base import DecodeContext, Packet
 from cstrace.protocols.ptm.config import PtmConfig
@@ -73,6 +75,7 @@ from cstrace.protocols.ptm.packets import (
     ISync,
     ISyncReason,
     NotSync,
+    PtmPacketType,
     Reserved,
     Timestamp,
     Trigger,
@@ -110,22 +113,12 @@ the ISA after it.
 """
 
 
-_UNSUPPORTED_ISA = "0x0016 (OCSD_ERR_UNSUPPORTED_ISA) [ISA not supported in decoder]"
-_RET_STACK_OVERFLOW = (
-    "0x001c (OCSD_ERR_RET_STACK_OVERFLOW) "
-    "[Internal return stack overflow checks failed - popped more than we pushed.]"
-)
-_PKT_NAMES = {BranchAddress: "BranchAddr", WaypointUpdate: "WP update"}
-
-
-def _message(offset: int, trace_id: int, error: str, text: str) -> str:
-    """A message as the reference logs it (its listing prints it without a newline).
-
-    The reference names its decoder after the trace ID of formatted captures
-    (``DCD_PTM_0016`` for ID 0x10); for single-source captures it omits the
-    number, which the decoder cannot tell here. The listing does not score it.
-    """
-    return f"DCD_PTM_{trace_id:04d} : {error}; TrcIdx={offset}; CS ID={trace_id:02x}; {text}"
+# What the decoder was processing when it met code it cannot walk (Diagnostic detail).
+_ISA_DETAIL = {
+    BranchAddress: int(PtmPacketType.BRANCH_ADDRESS),
+    WaypointUpdate: int(PtmPacketType.WAYPOINT_UPDATE),
+}
+_ATOM_DETAIL = int(PtmPacketType.ATOM)
 
 
 class ReturnStack:
@@ -309,7 +302,6 @@ def iter_elements(
     offset = 0
     isas = _ISAS
     seen_notsync = False
-    messages = context.messages
 
     for pkt in packets:
         if state != _DECODE:
@@ -432,14 +424,13 @@ def iter_elements(
                 if not walker.readable(pe_addr, space):
                     yield AddrNacc(offset, pe_addr, MemSpace(space))
                 else:
-                    messages.append(
-                        _message(
-                            offset,
-                            config.trace_id,
-                            _UNSUPPORTED_ISA,
-                            "Warning: unsupported instruction set processing "
-                            f"{_PKT_NAMES.get(type(pkt), 'atom')} packet.",
-                        )
+                    yield Diagnostic(
+                        offset,
+                        config.trace_id,
+                        DiagCode.UNSUPPORTED_ISA,
+                        DiagKind.UNSUPPORTED_ISA,
+                        _ISA_DETAIL.get(type(pkt), _ATOM_DETAIL),
+                        Severity.WARNING,
                     )
                 break
             if to_addr:
@@ -475,13 +466,12 @@ def iter_elements(
                         popped = stack.pop()
                         if stack.overflow:
                             # fatal in the reference: it stops decoding there
-                            messages.append(
-                                _message(
-                                    offset,
-                                    config.trace_id,
-                                    _RET_STACK_OVERFLOW,
-                                    "Return stack error processing atom packet.",
-                                )
+                            yield Diagnostic(
+                                offset,
+                                config.trace_id,
+                                DiagCode.RET_STACK_OVERFLOW,
+                                DiagKind.RETURN_STACK_OVERFLOW,
+                                _ATOM_DETAIL,
                             )
                             return
                         assert popped is not None

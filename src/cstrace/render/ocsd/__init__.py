@@ -18,7 +18,9 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from cstrace.bits import hexbytes
+from cstrace.elements import Diagnostic
 from cstrace.protocols import MODULES, Packet
+from cstrace.render.ocsd.diagnostics import diagnostic_text
 from cstrace.render.ocsd.elements import element_text
 
 if TYPE_CHECKING:
@@ -41,27 +43,13 @@ def listing_lines(run: SourceRun, *, packets: bool = True) -> Iterator[str]:
     pid = f"{run.packet_id:x}"
     eid = f"{run.trace_id:x}"
     pending: deque[Packet] = deque()
-    # Decoder messages: printed after the line of the packet being decoded when
-    # they were logged, with no newline (glued to the next line), as the reference.
-    messages = run.context.messages
-    seen = 0
+    protocol = run.protocol.name
+    # Diagnostics print in the reference's words after the line of the packet
+    # being decoded, with no newline (glued to the next line), as trc_pkt_lister.
     glue = ""
-    after: dict[int, str] = {}
-
-    def note() -> None:
-        nonlocal seen, glue
-        text = "".join(messages[seen:])
-        seen = len(messages)
-        if pending:
-            key = id(pending[-1])
-            after[key] = after.get(key, "") + text
-        else:
-            glue += text
 
     def tap(source: Iterable[Packet]) -> Iterator[Packet]:
         for p in source:
-            if len(messages) != seen:
-                note()
             pending.append(p)
             yield p
 
@@ -82,22 +70,19 @@ def listing_lines(run: SourceRun, *, packets: bool = True) -> Iterator[str]:
                     line = glue + line
                     glue = ""
                 yield line
-            if after:
-                glue += after.pop(id(p), "")
 
     elem_prefix = f"; ID:{eid}; "
     for elem in run.elements(tap(run.packets())):
-        if len(messages) != seen:
-            note()
         if pending:
             yield from flush()
+        if type(elem) is Diagnostic:
+            glue += diagnostic_text(protocol, elem)
+            continue
         line = f"Idx:{elem.offset}{elem_prefix}{element_text(elem)}"
         if glue:
             line = glue + line
             glue = ""
         yield line
-    if len(messages) != seen:
-        note()
     yield from flush()
     if glue:
         yield glue
