@@ -6,6 +6,14 @@ Input: memory dumps of a snapshot's core (and memory-space devices); output: a
 
 from __future__ import annotations
 
+from cstrace.memory.code import NO_MEMORY, CodeMemory, NoMemory
 from cstrace.memory.image import MemoryMap, MemoryRegion, mem_space_from_name
 
-__all__ = ["MemoryMap", "MemoryRegion", "mem_space_from_name"]
+__all__ = [
+    "NO_MEMORY",
+    "CodeMemory",
+    "MemoryMap",
+    "MemoryRegion",
+    "NoMemory",
+    "mem_space_from_name",
+]

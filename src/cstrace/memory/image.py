@@ -75,11 +75,9 @@ class MemoryRegion:
 class MemoryMap:
     """A set of memory regions; reads return bytes, or fewer/none where nothing is mapped.
 
-    The code-memory interface the program-flow decoders use (any code memory
-    provides it): ``find(address, space)``, ``read(address, size, space)``,
-    ``set_context(context_id, vmid)`` (called when the traced context changes)
-    and ``generation``, a number that changes whenever what ``find`` would
-    return may have changed (so caches of decoded code can be dropped).
+    A static :class:`~cstrace.memory.code.CodeMemory`: ``find``, ``read``,
+    ``set_context`` and ``advance`` (no-ops: one address space, no time) and
+    ``generation``, which changes when a region is added.
     """
 
     def __init__(self, regions: list[MemoryRegion] | None = None) -> None:
@@ -127,6 +125,9 @@ class MemoryMap:
 
     def set_context(self, context_id: int | None, vmid: int | None = None) -> None:
         """Select the address space of a context; a static map has only one, so no-op."""
+
+    def advance(self, time: int) -> None:
+        """Trace time moved; a static map does not change with time, so no-op."""
 
     def __len__(self) -> int:
         return len(self.regions)

@@ -889,8 +889,12 @@ class AddressSpaces:
         self._context = context_id
         self._refresh()
 
+    def advance(self, time: int) -> None:
+        """Move to trace time ``time`` (events up to it are applied)."""
+        self.set_time(time)
+
     def set_time(self, timestamp: int | None) -> None:
-        """Move to trace time ``timestamp`` (events up to it are applied)."""
+        """Move to trace time ``timestamp`` (events up to it are applied; None: before any)."""
         self._time = None if timestamp is None else float(timestamp)
         index = self._s.timeline.index_at(self._time)
         if index != self._epoch_index:
