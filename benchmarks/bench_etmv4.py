@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from cstrace.decode import Session
-from cstrace.snapshot import read_snapshot
+from cstrace.inputs import read_snapshot
 
 _DEFAULT = (
     Path(__file__).resolve().parents[2] / "shared" / "corpus" / "snapshots" / "bugfix-exact-match"
@@ -108,7 +108,7 @@ def repeated_snapshot(snapshot: Path, times: int, dest: Path) -> Path:
     out = dest / f"{snapshot.name}-x{times}"
     out.mkdir()
     snap = read_snapshot(snapshot)
-    buffer_files = {str(f) for b in snap.buffers for f in b.files}
+    buffer_files = {Path(f.name).name for b in snap.buffers for f in b.files}
     for p in snapshot.iterdir():
         if p.name in buffer_files:
             data = p.read_bytes()

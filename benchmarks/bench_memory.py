@@ -41,12 +41,12 @@ def repeated_snapshot(snapshot: Path, times: int, dest: Path) -> Path:
     Memory dumps and INI files are copied unchanged (the snapshot reader refuses links
     that lead outside the folder).
     """
-    from cstrace.snapshot import read_snapshot
+    from cstrace.inputs import read_snapshot
 
     out = dest / f"{snapshot.name}-x{times}"
     out.mkdir()
     snap = read_snapshot(snapshot)
-    buffer_files = {str(f) for b in snap.buffers for f in b.files}
+    buffer_files = {Path(f.name).name for b in snap.buffers for f in b.files}
     for p in snapshot.iterdir():
         if not p.is_file():
             continue
@@ -71,7 +71,7 @@ def _child(mode: str, snapshot: Path) -> None:
         count = status
     else:
         from cstrace.decode import Session
-        from cstrace.snapshot import read_snapshot
+        from cstrace.inputs import read_snapshot
 
         snap = read_snapshot(snapshot)
         session = Session(snap)

@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 
 from cstrace.decode import Session
+from cstrace.inputs import read_snapshot
 from cstrace.render.ocsd import listing_lines
-from cstrace.snapshot import read_snapshot
 
 _DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "snapshots" / "TC2"
 

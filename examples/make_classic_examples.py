@@ -19,14 +19,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.classic.asm import LR, SP, Asm
+from tests.classic.emu import run
+
 from cstrace.capture.etmport import PortMode, pack_cycles
 from cstrace.protocols.dcc import MsgType, encode_dcc
 from cstrace.protocols.etmv1.config import ClassicEtmConfig, etmcr
 from cstrace.protocols.etmv1.encoder import HwModel, encode_etmv1
 from cstrace.protocols.etmv2.encoder import encode_etmv2
 from cstrace.protocols.xscale.encoder import encode_xscale
-from tests.classic.asm import LR, PC, SP, Asm
-from tests.classic.emu import run
 
 HERE = Path(__file__).resolve().parent / "classic"
 BASE = 0x8000
@@ -65,7 +66,9 @@ def program() -> bytes:
     return bytes(code)
 
 
-def write(name: str, desc: str, source_ini: str, buffer: bytes, fmt: str, image: bytes | None) -> None:
+def write(
+    name: str, desc: str, source_ini: str, buffer: bytes, fmt: str, image: bytes | None
+) -> None:
     root = HERE / name
     root.mkdir(parents=True, exist_ok=True)
     devices = ["device0=source.ini"]

@@ -64,7 +64,7 @@ def main() -> None:
             counts = Counter(e.number for e in run.elements() if isinstance(e, cstrace.Exception_))
             if not counts:
                 continue
-            name = run.source.device.name
+            name = run.source.name
             proto = run.protocol.name
             print(f"{buffer.name} {name} ({proto}, trace ID {run.trace_id:#x})")
             names = NAMES.get(proto, {})

@@ -9,9 +9,9 @@ The public API::
 
 or, buffer by buffer and source by source::
 
-    snap = cstrace.open_trace("path/to/snapshot_or_package.zip")
-    session = cstrace.Session(snap)
-    for run in session.open_buffer(snap.buffers[0]).runs:
+    trace = cstrace.open_trace("path/to/snapshot_or_package.zip")
+    session = cstrace.Session(trace)
+    for run in session.open_buffer(trace.buffers[0]).runs:
         for elem in run.elements():
             ...
 
@@ -25,7 +25,6 @@ __version__ = "0.1.0"
 from cstrace.api import iter_elements, open_trace
 from cstrace.capture import Demux, Stream, demux
 from cstrace.decode import BufferDecode, Session, SourceRun
-from cstrace.detect import detect_capture
 from cstrace.elements import *  # noqa: F403 - the element model is public
 from cstrace.elements import __all__ as _element_names
 from cstrace.errors import (
@@ -35,10 +34,12 @@ from cstrace.errors import (
     InputError,
     SnapshotError,
 )
+from cstrace.inputs import detect_capture, read_snapshot
 from cstrace.protocols import DecodeOptions
-from cstrace.snapshot import Snapshot, read_snapshot
+from cstrace.trace import Buffer, Source, Trace
 
 __all__ = [
+    "Buffer",
     "BufferDecode",
     "CaptureError",
     "ConfigError",
@@ -46,11 +47,12 @@ __all__ = [
     "DecodeOptions",
     "Demux",
     "Session",
-    "Snapshot",
     "InputError",
     "SnapshotError",
+    "Source",
     "SourceRun",
     "Stream",
+    "Trace",
     "__version__",
     "demux",
     "detect_capture",

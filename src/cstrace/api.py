@@ -1,9 +1,9 @@
 """The short way in: open a trace and iterate its decoded elements.
 
 Input: a path to a DS-5 snapshot (folder or ``snapshot.ini``), a trace package
-(folder or ZIP), a raw capture opened with :func:`open_trace`, or an already
-opened :class:`~cstrace.snapshot.Snapshot`;
-output: ``(trace ID, element)`` pairs, buffer by buffer and source by source::
+(folder or ZIP), a raw capture, or a :class:`~cstrace.trace.Trace` opened with
+:func:`open_trace`; output: ``(trace ID, element)`` pairs, buffer by buffer and
+source by source::
 
     import cstrace
 
@@ -20,9 +20,9 @@ from pathlib import Path
 
 from cstrace.decode import Session
 from cstrace.elements import Element
+from cstrace.inputs import Extras, RawOptions, open_input
 from cstrace.protocols import DecodeOptions
-from cstrace.snapshot.model import Snapshot
-from cstrace.snapshot.package import Extras, RawOptions, open_any
+from cstrace.trace import Trace
 
 __all__ = ["iter_elements", "open_trace"]
 
@@ -40,7 +40,7 @@ def open_trace(
     cores: Sequence[str] = (),
     registers: Sequence[str] = (),
     settings: Sequence[str] = (),
-) -> Snapshot:
+) -> Trace:
     """Open a snapshot, a trace package (folder or ZIP) or a raw capture for decoding.
 
     The keyword arguments are the command line's options, in the same syntax
@@ -60,11 +60,11 @@ def open_trace(
         list(registers),
         list(settings),
     )
-    return open_any(path, extras, raw)
+    return open_input(path, extras, raw)
 
 
 def iter_elements(
-    trace: str | Path | Snapshot,
+    trace: str | Path | Trace,
     buffers: Sequence[str] | None = None,
     *,
     src_addr_n: bool = False,
@@ -75,11 +75,11 @@ def iter_elements(
     trace.ini order). Each trace ID's elements come in the order they were
     decoded; trace IDs follow one another.
     """
-    snapshot = trace if isinstance(trace, Snapshot) else open_trace(trace)
-    session = Session(snapshot, DecodeOptions(src_addr_n=src_addr_n))
-    names = list(buffers) if buffers is not None else [b.name for b in snapshot.buffers]
+    opened = trace if isinstance(trace, Trace) else open_trace(trace)
+    session = Session(opened, DecodeOptions(src_addr_n=src_addr_n))
+    names = list(buffers) if buffers is not None else [b.name for b in opened.buffers]
     for name in names:
-        for run in session.open_buffer(snapshot.buffer(name)).runs:
+        for run in session.open_buffer(opened.buffer(name)).runs:
             tid = run.trace_id
             for elem in run.elements():
                 yield tid, elem

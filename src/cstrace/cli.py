@@ -13,20 +13,165 @@ import argparse
 import io
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import TextIO
 
 from cstrace import __version__
 from cstrace.decode import Session
-from cstrace.detect import info_command
-from cstrace.errors import CstraceError
+from cstrace.errors import CstraceError, Issue, SnapshotError
+from cstrace.inputs import (
+    Extras,
+    RawOptions,
+    detect_capture,
+    is_raw_capture,
+    open_input,
+    open_trace_input,
+    write_package,
+)
 from cstrace.protocols import DecodeOptions
-from cstrace.snapshot import Snapshot
-from cstrace.snapshot.package import add_input_options, open_from_args, package_command
+from cstrace.trace import Trace
 
 __all__ = ["main"]
 
 _FORMATS = ("text", "ocsd", "jsonl")
+
+
+def add_input_options(dec: argparse.ArgumentParser) -> None:
+    """Options for packages, program images and raw captures (metadata requirements §5, §6)."""
+    mem = dec.add_argument_group("program images and address spaces")
+    mem.add_argument(
+        "--image",
+        action="append",
+        default=[],
+        metavar="FILE[@BASE]",
+        help="an ELF (or raw binary) program image, at its link address or with its first "
+        "loadable segment at BASE (repeatable)",
+    )
+    mem.add_argument(
+        "--memory",
+        action="append",
+        default=[],
+        metavar="FILE@ADDRESS",
+        help="raw memory contents at ADDRESS (repeatable)",
+    )
+    mem.add_argument("--events", metavar="LOG", help="system event log (docs/metadata.md)")
+    mem.add_argument(
+        "--contextidr",
+        choices=("pid", "asid", "tid"),
+        help="how CONTEXTIDR names the process: pid (bits 8..31), asid (bits 0..7, mapped by "
+        "declare_asid events) or tid (bits 0..31)",
+    )
+    raw = dec.add_argument_group(
+        "raw captures (SNAPSHOT is a trace file with no metadata)",
+        "ID is a trace ID (0x10); without it an option applies to every source.",
+    )
+    raw.add_argument(
+        "--capture-format",
+        choices=("coresight", "dstream_coresight", "tpiu", "source_data"),
+        help="do not guess the capture format",
+    )
+    raw.add_argument("--metadata", metavar="FILE", help="INI trace metadata for the capture")
+    raw.add_argument(
+        "--protocol",
+        action="append",
+        default=[],
+        metavar="[ID=]NAME",
+        help="protocol of a source: etmv4, ete, ptm, etmv3, stm, itm or a format such as "
+        "ETM4.2; ID=none leaves that trace ID out",
+    )
+    raw.add_argument(
+        "--core", action="append", default=[], metavar="[ID=]TYPE", help="core type (Cortex-A53)"
+    )
+    raw.add_argument(
+        "--reg",
+        action="append",
+        default=[],
+        metavar="[ID:]NAME=VALUE",
+        help="a register value of a trace source (TRCCONFIGR=0x1)",
+    )
+    raw.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="[ID:]ITEM=VALUE",
+        help="an individual option of a trace source (cyclecount=1, context_id=32)",
+    )
+
+
+def open_from_args(args: argparse.Namespace) -> Trace:
+    """The snapshot, package or raw capture named on the command line, with extra files."""
+    extras = Extras(args.image, args.memory, args.events, args.contextidr)
+    raw = RawOptions(
+        args.capture_format,
+        args.metadata,
+        list(args.protocol or []),
+        list(args.core or []),
+        list(args.reg or []),
+        list(args.set or []),
+    )
+    return open_input(args.snapshot, extras, raw)
+
+
+def _warn(issues: Iterable[Issue], err: TextIO) -> None:
+    for issue in issues:
+        label = "error" if issue.is_error else "warning"
+        print(f"cstrace: {label}: {issue}", file=err)
+
+
+def package_command(args: argparse.Namespace, err: TextIO) -> int:
+    """``cstrace package SNAPSHOT OUTPUT.zip`` (with the input options of ``decode``)."""
+    trace = open_from_args(args)
+    summary = write_package(trace, args.output)
+    _warn([*trace.issues, *summary.warnings], err)
+    print(
+        f"wrote {summary.output}: {summary.buffers} buffer(s), {summary.sources} trace "
+        f"source(s), {summary.files} file(s), {summary.bytes} bytes"
+    )
+    return 0
+
+
+def info_command(args: argparse.Namespace) -> int:
+    """``cstrace info FILE``: print what was detected in a capture, snapshot or package."""
+    path = Path(args.file)
+    if not path.exists():
+        raise SnapshotError("no such file or folder", path=str(path))
+    items: list[tuple[str, bytes]] = []
+    if not is_raw_capture(path):
+        trace = open_trace_input(path)
+        for b in trace.buffers:
+            names = ", ".join(f.name for f in b.files)
+            items.append((f"buffer {b.name} ({names})", b.read()))
+    else:
+        try:
+            items.append((str(path), path.read_bytes()))
+        except OSError as exc:
+            raise SnapshotError(f"cannot read: {exc.strerror}", path=str(path)) from None
+    for title, data in items:
+        guess = detect_capture(data, args.capture_format)
+        print(f"{title}: {guess.size} bytes")
+        print(f"  format: {guess.format} (confidence {guess.confidence:.2f}): {guess.evidence}")
+        for name, score in guess.alternatives:
+            print(f"  alternative: {name} (score {score:.2f})")
+        ids = [g for g in guess.streams if g.family is not None]
+        if guess.format != "source_data":
+            listed = ", ".join(f"{g.trace_id:#04x}" for g in ids) or "none"
+            print(f"  trace IDs with a recognised protocol: {listed}")
+        for g in guess.streams:
+            if g.family is None and guess.format != "source_data" and g.size < 64:
+                continue
+            tid = "single source" if g.trace_id is None else f"trace ID {g.trace_id:#04x}"
+            print(
+                f"  {tid}: {g.size} bytes: {g.protocol} (confidence {g.confidence:.2f}): "
+                f"{g.evidence}"
+            )
+        quiet = [g for g in guess.streams if g.family is None and g.size < 64]
+        if quiet and guess.format != "source_data":
+            print(
+                f"  {len(quiet)} other ID(s) with under 64 bytes and no sync "
+                f"({sum(g.size for g in quiet)} bytes; noise or unused buffer space)"
+            )
+    return 0
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -128,26 +273,32 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _options(args: argparse.Namespace) -> DecodeOptions:
+    """Decode options from the command line: ``--src-addr-n``, ``--etmcr``, ``--start-pc``."""
+    overrides: dict[str, dict[str, int]] = {}
+    if args.etmcr is not None:
+        overrides["etmv1"] = {"ETMCR": args.etmcr}
+        overrides["etmv2"] = {"ETMCR": args.etmcr}
+    if args.start_pc is not None:
+        overrides["xscale"] = {"START_PC": args.start_pc}
+    return DecodeOptions(src_addr_n=args.src_addr_n, overrides=overrides)
+
+
 def _lines(
-    snapshot: Snapshot, args: argparse.Namespace, err: TextIO, errors: list[str]
+    trace: Trace, args: argparse.Namespace, err: TextIO, errors: list[Issue]
 ) -> Iterator[str]:
     """The output lines of ``decode``; buffer errors are printed and kept in ``errors``."""
     from cstrace.render.ocsd import listing_lines
     from cstrace.render.text import HEADER, json_line, text_line
 
-    for warning in snapshot.warnings:
-        print(f"cstrace: warning: {warning}", file=err)
-    shown = len(snapshot.warnings)
-    names = args.buffer or [b.name for b in snapshot.buffers]
-    buffers = [snapshot.buffer(n) for n in names]
-    extra = {k: v for k, v in (("etmcr", args.etmcr), ("start_pc", args.start_pc)) if v is not None}
-    session = Session(snapshot, DecodeOptions(src_addr_n=args.src_addr_n, extra=extra))
+    _warn(trace.issues, err)
+    names = args.buffer or [b.name for b in trace.buffers]
+    buffers = [trace.buffer(n) for n in names]
+    session = Session(trace, _options(args))
     for buffer in buffers:
         decoded = session.open_buffer(buffer)
-        for notice in decoded.notices:
-            print(f"cstrace: warning: {notice}", file=err)
-        for error in decoded.errors:
-            print(f"cstrace: error: {error}", file=err)
+        _warn(decoded.warnings, err)
+        _warn(decoded.errors, err)
         errors.extend(decoded.errors)
         if args.format == "ocsd":
             yield f"Using {buffer.name} as trace source"
@@ -167,16 +318,12 @@ def _lines(
                     yield json_line(tid, elem, buffer.name)
             else:
                 tid = run.trace_id
-                yield (
-                    f"# source {run.source.device.name} ({run.protocol.name}), trace ID {tid:#x}"
-                )
+                yield f"# source {run.source.name} ({run.protocol.name}), trace ID {tid:#x}"
                 yield HEADER
                 for elem in run.elements():
                     yield text_line(tid, elem)
             # Problems met while decoding (images missing, build IDs that differ...).
-            for warning in snapshot.warnings[shown:]:
-                print(f"cstrace: warning: {warning}", file=err)
-            shown = len(snapshot.warnings)
+            _warn(session.new_issues(), err)
 
 
 def _write(lines: Iterator[str], out: TextIO) -> None:
@@ -199,12 +346,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     err = sys.stderr
     try:
         if args.command == "package":
-            return package_command(args)
+            return package_command(args, err)
         if args.command == "info":
             return info_command(args)
         if args.command == "decode":
-            snapshot = open_from_args(args)
-            errors: list[str] = []
+            trace = open_from_args(args)
+            errors: list[Issue] = []
             if args.output:
                 try:
                     out_file = open(args.output, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
@@ -212,12 +359,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
                     return 2
                 with out_file:
-                    _write(_lines(snapshot, args, err, errors), out_file)
+                    _write(_lines(trace, args, err, errors), out_file)
             else:
                 stdout = sys.stdout
                 if isinstance(stdout, io.TextIOWrapper):
                     stdout.reconfigure(newline="\n")
-                _write(_lines(snapshot, args, err, errors), stdout)
+                _write(_lines(trace, args, err, errors), stdout)
                 stdout.flush()
             return 2 if errors else 0
         return 0

@@ -1,13 +1,20 @@
-"""The decode pipeline for a snapshot: buffers → streams → packets → elements.
+"""The decode session: a :class:`~cstrace.trace.Trace` → streams → packets → elements.
 
-Input: a :class:`~cstrace.snapshot.Snapshot` and the names of the buffers to
-decode; output: one :class:`SourceRun` per trace source in each buffer, whose
-``packets()`` and ``elements()`` are lazy iterators.
+Input: a :class:`~cstrace.trace.Trace` (from any input adapter) and the names
+of the buffers to decode; output: one :class:`SourceRun` per trace source in
+each buffer, whose ``packets()`` and ``elements()`` are lazy.
 
-Trace IDs are independent once demultiplexed, so each source is decoded on its
-own. A decoder that already ran on an earlier buffer of the same session is
-*reset* rather than created (its first ``NO_SYNC`` says ``reset-decoder``), as
-the reference decoder does when it decodes several buffers in one run.
+Each source's protocol is configured from its registers (``from_registers``);
+its decoder reads code through the source's code memory
+(:class:`~cstrace.memory.build.CodeMemories`). Trace IDs are independent once
+demultiplexed, so each source is decoded on its own. A decoder that already
+ran on an earlier buffer of the same session is *reset* rather than created
+(its first ``NO_SYNC`` says ``reset-decoder``), as the reference decoder does
+when it decodes several buffers in one run.
+
+Problems are data: :attr:`BufferDecode.issues` (and :attr:`Session.issues`)
+hold :class:`~cstrace.errors.Issue` records; decoders put
+:class:`~cstrace.elements.Diagnostic` elements in their element stream.
 """
 
 from __future__ import annotations
@@ -20,10 +27,10 @@ from cstrace.capture import SINGLE_SOURCE_FORMATS, CaptureIssue, Demux, Stream, 
 from cstrace.capture.formatter import EMPTY_BLOCK_STOP, FRAME_SIZE
 from cstrace.capture.lazy import LazyStream, find_empty_block_stop
 from cstrace.elements import Element
-from cstrace.errors import CstraceError
-from cstrace.memory import MemoryMap
-from cstrace.protocols import DecodeContext, DecodeOptions, Packet, ProtocolSpec, find_protocol
-from cstrace.snapshot.model import Snapshot, TraceBuffer, TraceSource
+from cstrace.errors import CstraceError, Issue, IssueKind, Severity
+from cstrace.memory.build import CodeMemories
+from cstrace.protocols import DecodeContext, DecodeOptions, Packet, ProtocolSpec, get_protocol
+from cstrace.trace import Buffer, Source, Trace
 
 __all__ = ["LAZY_FORMATS", "BufferDecode", "Session", "SourceRun"]
 
@@ -35,8 +42,8 @@ LAZY_FORMATS = frozenset(("coresight", "source_data"))
 class SourceRun:
     """One trace source of one buffer, ready to decode."""
 
-    buffer: TraceBuffer
-    source: TraceSource
+    buffer: Buffer
+    source: Source
     protocol: ProtocolSpec
     config: Any
     trace_id: int
@@ -54,7 +61,8 @@ class SourceRun:
         if packets is None:
             packets = self.packets()
         elements = self.protocol.iter_elements(packets, self.config, self.context)
-        # Code memory that follows trace time and context (an event log) watches the elements.
+        # Until every decoder drives its code memory itself, an event-log memory
+        # still follows trace time from the elements that pass here.
         observe = getattr(self.context.memory, "observe", None)
         return elements if observe is None else observe(elements)
 
@@ -63,62 +71,66 @@ class SourceRun:
 class BufferDecode:
     """A demultiplexed buffer and the sources to decode in it."""
 
-    buffer: TraceBuffer
+    buffer: Buffer
     demux: Demux
     runs: list[SourceRun]
-    notices: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    """Problems with the capture itself (empty, truncated, bad framing), one line each."""
+    issues: list[Issue] = field(default_factory=list)
+    """Problems with the buffer and its sources: errors first, then warnings."""
+
+    @property
+    def errors(self) -> list[Issue]:
+        """The errors among :attr:`issues` (the capture or a source cannot be decoded)."""
+        return [i for i in self.issues if i.is_error]
+
+    @property
+    def warnings(self) -> list[Issue]:
+        """The warnings among :attr:`issues`."""
+        return [i for i in self.issues if not i.is_error]
+
+
+def _merge(regs: dict[str, int], extra: dict[str, int] | None) -> dict[str, int]:
+    return {**regs, **extra} if extra else regs
 
 
 class Session:
-    """Decodes buffers of one snapshot, keeping decoder history and memory images."""
+    """Decodes buffers of one trace, keeping decoder history and code memory."""
 
-    def __init__(self, snapshot: Snapshot, options: DecodeOptions | None = None) -> None:
-        self.snapshot = snapshot
+    def __init__(self, trace: Trace, options: DecodeOptions | None = None) -> None:
+        self.trace = trace
         self.options = options or DecodeOptions()
-        self.notices: list[str] = []
+        self.issues: list[Issue] = []
+        """Every issue met so far (each reported once), in order."""
         self._reported: set[str] = set()
         self._used_ids: set[int] = set()
         self._states: dict[int, dict[str, Any]] = {}
-        self._memory: dict[str, MemoryMap] = {}
+        self.memories = CodeMemories(trace)
+        """The code memory of each core, built when first needed."""
+        self._memory_issues = 0
 
-    def _notice_once(self, key: str, message: str, out: list[str]) -> None:
+    def _issue_once(self, key: str, issue: Issue, out: list[Issue]) -> None:
         if key not in self._reported:
             self._reported.add(key)
-            out.append(message)
-            self.notices.append(message)
+            out.append(issue)
+            self.issues.append(issue)
 
-    def memory_for(self, source: TraceSource) -> MemoryMap:
-        """The memory images of the core a source traces (cached per core)."""
-        key = source.core.name if source.core is not None else ""
-        mm = self._memory.get(key)
-        if mm is None:
-            warnings: list[str] = []
-            mm = MemoryMap.from_devices(
-                self.snapshot, self.snapshot.memory_devices(source.core), warnings
-            )
-            self._memory[key] = mm
-        return mm
+    def new_issues(self) -> list[Issue]:
+        """Issues of code memory met since the last call (images missing, build IDs...)."""
+        got = self.memories.issues[self._memory_issues :]
+        self._memory_issues = len(self.memories.issues)
+        self.issues.extend(got)
+        return got
 
-    def _where(self, buffer: TraceBuffer, offset: int) -> str:
-        """Name the file of ``buffer`` holding capture ``offset``, and the offset in it."""
-        tree = self.snapshot.tree
-        start = 0
-        for f in buffer.files:
-            size = tree.size(f)
-            if offset < start + size or f == buffer.files[-1]:
-                return f"{tree.display(f)}: offset {offset - start:#x}"
-            start += size
-        return f"{buffer.name}: offset {offset:#x}"  # pragma: no cover - no files
+    def _at(self, buffer: Buffer, offset: int, message: str, severity: Severity) -> Issue:
+        name, inner = buffer.where(offset)
+        kind = IssueKind.CAPTURE if severity == Severity.ERROR else IssueKind.CAPTURE_STOP
+        return Issue(severity, kind, message, name, offset=inner)
 
-    def _lazy_demux(self, buffer: TraceBuffer, decoded: frozenset[int]) -> Demux:
+    def _lazy_demux(self, buffer: Buffer, decoded: frozenset[int]) -> Demux:
         """Streams that read and demultiplex the buffer block by block when decoded."""
-        size = self.snapshot.buffer_size(buffer)
-        snapshot = self.snapshot
+        size = buffer.size()
 
         def read() -> Iterator[bytes]:
-            return snapshot.iter_buffer(buffer)
+            return buffer.blocks()
 
         issues: list[CaptureIssue] = []
         if buffer.format == "source_data":
@@ -140,66 +152,86 @@ class Session:
         }
         return Demux(streams, issues, size // FRAME_SIZE, stop is None)
 
-    def open_buffer(self, buffer: TraceBuffer) -> BufferDecode:
+    def _configure(
+        self, buffer: Buffer, sources: list[Source], errors: list[Issue], notices: list[Issue]
+    ) -> list[tuple[Source, ProtocolSpec, Any, int]]:
+        configured: list[tuple[Source, ProtocolSpec, Any, int]] = []
+        for source in sources:
+            proto = get_protocol(source.protocol) if source.protocol else None
+            if proto is None:
+                text = (
+                    f"{source.source_type or '?'} trace (source {source.name!r}) "
+                    "is not decoded yet; skipped"
+                )
+                issue = Issue(Severity.WARNING, IssueKind.NOT_DECODED, text)
+                self._issue_once(source.source_type.split(".")[0].upper(), issue, notices)
+                continue
+            regs = _merge(dict(source.registers), self.options.overrides.get(proto.name))
+            try:
+                config = proto.from_registers(regs, source.core, source.version)
+            except CstraceError as exc:
+                # As the reference does, a source that cannot be configured is skipped;
+                # the other sources of the buffer are still decoded.
+                errors.append(
+                    Issue(
+                        Severity.ERROR,
+                        IssueKind.SOURCE_CONFIG,
+                        f"{exc.message} (source {source.name!r} not decoded)",
+                        exc.path or source.origin.path or None,
+                        exc.line,
+                    )
+                )
+                continue
+            configured.append((source, proto, config, int(config.trace_id)))
+        return configured
+
+    def open_buffer(self, buffer: Buffer) -> BufferDecode:
         """Demultiplex ``buffer`` and prepare a run for each source it holds.
 
         ETB/ETR memory (``coresight``) and single-source buffers are read lazily:
         each trace ID's stream is demultiplexed block by block while it is
         decoded, so memory does not grow with the size of the capture.
         """
-        notices: list[str] = []
-        errors: list[str] = []
-        sources = self.snapshot.sources_for(buffer)
+        notices: list[Issue] = []
+        errors: list[Issue] = []
+        sources = self.trace.sources_for(buffer)
         single = buffer.format in SINGLE_SOURCE_FORMATS
         if single:
             sources = sources[:1]
         if not sources:
-            notices.append(f"{buffer.name}: no trace source is associated with this buffer")
-        configured: list[tuple[TraceSource, ProtocolSpec, Any, int]] = []
-        for source in sources:
-            proto = find_protocol(source.device.device_type)
-            if proto is None:
-                self._notice_once(
-                    source.device.protocol,
-                    f"{source.device.device_type or '?'} trace (source {source.device.name!r}) "
-                    "is not decoded yet; skipped",
-                    notices,
+            notices.append(
+                Issue(
+                    Severity.WARNING,
+                    IssueKind.NO_SOURCE,
+                    f"{buffer.name}: no trace source is associated with this buffer",
                 )
-                continue
-            try:
-                config = proto.configure(source, self.options)
-            except CstraceError as exc:
-                # As the reference does, a source that cannot be configured is skipped;
-                # the other sources of the buffer are still decoded.
-                errors.append(f"{exc} (source {source.device.name!r} not decoded)")
-                continue
-            configured.append((source, proto, config, int(config.trace_id)))
+            )
+        configured = self._configure(buffer, sources, errors, notices)
 
         # The trace IDs with a decoder: the reference stops at an empty block for one.
         decoded = frozenset(tid for _, _, _, tid in configured) if not single else frozenset()
         if buffer.format in LAZY_FORMATS:
-            empty = self.snapshot.buffer_size(buffer) == 0
+            empty = buffer.size() == 0
             result = self._lazy_demux(buffer, decoded)
         else:
-            data = self.snapshot.read_buffer(buffer)
+            data = buffer.read()
             empty = not data
             result = demux(data, buffer.format, stop_ids=decoded)
         if empty:
-            errors.insert(0, f"{self._where(buffer, 0)}: trace buffer {buffer.name!r} is empty")
-        for issue in result.issues:
-            text = f"{self._where(buffer, issue.offset)}: {issue.message}"
-            (notices if issue.warning else errors).append(text)
+            errors.insert(
+                0,
+                self._at(buffer, 0, f"trace buffer {buffer.name!r} is empty", Severity.ERROR),
+            )
+        for ci in result.issues:
+            sev = Severity.WARNING if ci.warning else Severity.ERROR
+            (notices if ci.warning else errors).append(self._at(buffer, ci.offset, ci.message, sev))
 
         runs: list[SourceRun] = []
         for source, proto, config, trace_id in configured:
             # No truth test on the stream: len() of a lazy stream would gather all its data.
             found = result.streams.get(0 if single else trace_id)
             stream = found if found is not None else Stream(None if single else trace_id, b"")
-            memory = self.memory_for(source) if proto.uses_memory else None
-            # A trace package adds program images and its event log to the dumps.
-            code_memory = getattr(self.snapshot, "code_memory", None)
-            if memory is not None and code_memory is not None:
-                memory = code_memory(source, memory)
+            memory = self.memories.for_source(source) if proto.uses_memory else None
             context = DecodeContext(
                 trace_id=trace_id,
                 options=self.options,
@@ -221,5 +253,6 @@ class Session:
                     context,
                 )
             )
-        self.notices.extend(n for n in notices if n not in self.notices)
-        return BufferDecode(buffer, result, runs, notices, errors)
+        issues = errors + notices
+        self.issues.extend(i for i in issues if i not in self.issues)
+        return BufferDecode(buffer, result, runs, issues)

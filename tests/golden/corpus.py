@@ -6,9 +6,9 @@ import lzma
 from pathlib import Path
 
 from cstrace.decode import Session
+from cstrace.inputs import read_snapshot
 from cstrace.protocols import DecodeOptions
 from cstrace.render.ocsd import listing_lines
-from cstrace.snapshot import read_snapshot
 
 
 def expected_names(corpus: Path) -> list[str]:

@@ -17,12 +17,12 @@ import pytest
 from cstrace.capture import demux
 from cstrace.cli import main
 from cstrace.decode import Session
-from cstrace.memory import MemoryMap
+from cstrace.inputs import open_trace_input, read_snapshot, write_package
+from cstrace.inputs.metadata import family_of, trace_id_of
+from cstrace.memory.build import CodeMemories
 from cstrace.protocols import DecodeOptions
 from cstrace.render.ocsd import listing_lines
-from cstrace.snapshot import Snapshot, read_snapshot
-from cstrace.snapshot.metadata import family_of, source_trace_id
-from cstrace.snapshot.package import open_trace_input, write_package
+from cstrace.trace import Trace
 from tests.conftest import corpus_dir
 
 _CORPUS = corpus_dir()
@@ -35,7 +35,7 @@ MAX_LINES = 50_000
 """Listing lines compared per snapshot (the whole model is compared as well)."""
 
 
-def listing(snap: Snapshot, src_addr_n: bool = False) -> list[str]:
+def listing(snap: Trace, src_addr_n: bool = False) -> list[str]:
     session = Session(snap, DecodeOptions(src_addr_n=src_addr_n))
 
     def lines() -> object:
@@ -48,16 +48,15 @@ def listing(snap: Snapshot, src_addr_n: bool = False) -> list[str]:
     return list(itertools.islice(lines(), MAX_LINES))  # type: ignore[call-overload]
 
 
-def model(snap: Snapshot) -> list[object]:
-    """Everything the decode of a snapshot depends on, in order."""
+def model(snap: Trace) -> list[object]:
+    """Everything the decode of a trace depends on, in order."""
     out: list[object] = []
+    memories = CodeMemories(snap)
     for b in snap.buffers:
-        out.append((b.name, b.format, snap.read_buffer(b)))
+        out.append((b.name, b.format, b.read()))
         for s in snap.sources_for(b):
-            regs = {k: (r.value, r.reg_id, r.size) for k, r in s.device.registers.items()}
-            core = (s.core.name, s.core.device_type) if s.core is not None else None
-            mem = MemoryMap.from_devices(snap, snap.memory_devices(s.core))
-            out.append((s.device.name, s.device.device_type, regs, core))
+            mem = memories.static_map(s.core_name)
+            out.append((s.name, s.protocol, s.source_type, dict(s.registers), s.core, s.core_name))
             out.append([(r.start, r.data, r.space) for r in mem.regions])
     return out
 
@@ -74,18 +73,18 @@ def test_package_decodes_like_the_snapshot(corpus: Path, name: str, tmp_path: Pa
     assert listing(pkg) == listing(snap)
 
 
-def _expected_streams(snap: Snapshot, buffer_name: str) -> dict[int | None, str]:
+def _expected_streams(snap: Trace, buffer_name: str) -> dict[int | None, str]:
     """Trace ID (None when single-source) → protocol family, for sources with data."""
     b = snap.buffer(buffer_name)
     single = b.format == "source_data"
-    result = demux(snap.read_buffer(b), b.format)
+    result = demux(b.read(), b.format)
     sources = snap.sources_for(b)[:1] if single else snap.sources_for(b)
     out: dict[int | None, str] = {}
     for s in sources:
-        tid = source_trace_id(s.device)
+        tid = trace_id_of(s)
         stream = result.streams.get(0 if single else tid)  # type: ignore[arg-type]
         if stream is not None and len(stream.data) > 0:
-            fam = family_of(s.device.device_type)
+            fam = family_of(s.source_type)
             out[None if single else tid] = "etm4" if fam == "ete" else fam
     return out
 
@@ -108,7 +107,7 @@ def test_info_names_protocols_and_trace_ids(corpus: Path, name: str) -> None:
         (file,) = b.files
         out = io.StringIO()
         with redirect_stdout(out):
-            assert main(["info", snap.tree.display(file)]) == 0
+            assert main(["info", file.name]) == 0
         text = out.getvalue()
         assert f"format: {b.format} " in text, text
         found: dict[int | None, str] = {}

@@ -20,8 +20,8 @@ import pytest
 
 from cstrace.decode import Session
 from cstrace.elements import AddrNacc, Element, InstrRange
+from cstrace.inputs import open_trace_input
 from cstrace.protocols import find_protocol
-from cstrace.snapshot.package import Package, open_trace_input
 from tests.integration.elfgen import executable
 
 pytestmark = pytest.mark.skipif(find_protocol("PTM1.1") is None, reason="no PTM decoder")
@@ -111,7 +111,6 @@ def make_package(
 
 def ranges(path: Path) -> list[Element]:
     pkg = open_trace_input(path)
-    assert isinstance(pkg, Package)
     session = Session(pkg)
     decoded = session.open_buffer(pkg.buffers[0])
     (run,) = decoded.runs

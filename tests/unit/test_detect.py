@@ -11,8 +11,8 @@ import pytest
 
 from cstrace.capture.encode import format_frames
 from cstrace.cli import main
-from cstrace.detect import detect_capture, identify_stream
 from cstrace.elements import Isa
+from cstrace.inputs.detect import detect_capture, identify_stream
 from cstrace.protocols.ptm.encoder import encode_async, encode_atoms, encode_isync
 
 ETM4_ASYNC = bytes(11) + b"\x80"

@@ -4,29 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from cstrace.errors import ConfigError, SnapshotError
+from cstrace.errors import ConfigError
 from cstrace.isa import ArchVersion, Profile
-from cstrace.protocols.base import DecodeOptions
-from cstrace.protocols.etmv3.config import Etmv3Config, configure
-from cstrace.snapshot.model import Device, Register, TraceSource
-
-
-def _device(regs: dict[str, int], dtype: str = "ETM3.5") -> Device:
-    dev = Device("ETM_0", "trace_source", dtype, "", "etm.ini")
-    for name, value in regs.items():
-        dev.registers[name] = Register(name, f"{value:#x}", "etm.ini", 1)
-    return dev
-
-
-def _core(name: str) -> Device:
-    return Device("cpu_0", "core", name, "", "cpu.ini")
-
+from cstrace.protocols.etmv3.config import Etmv3Config
 
 TC2_REGS = {"ETMCR": 0x10001860, "ETMIDR": 0x410CF250, "ETMCCER": 0x344008F2, "ETMTRACEIDR": 0x10}
 
 
 def test_tc2_cortex_a7() -> None:
-    cfg = configure(TraceSource(_device(TC2_REGS), _core("Cortex-A7")), DecodeOptions())
+    cfg = Etmv3Config.from_registers(TC2_REGS, "Cortex-A7")
     assert cfg.trace_id == 0x10 and cfg.minor_rev == 5
     assert cfg.cycle_accurate and cfg.instr_trace and not cfg.data_trace
     assert cfg.ctxtid_bytes == 0 and not cfg.alt_branch and cfg.virt_ext
@@ -48,14 +34,14 @@ def test_options() -> None:
 
 
 def test_cortex_m3_is_v7m() -> None:
-    cfg = configure(TraceSource(_device(TC2_REGS), _core("Cortex-M3")), DecodeOptions())
+    cfg = Etmv3Config.from_registers(TC2_REGS, "Cortex-M3")
     assert cfg.v7m
 
 
 def test_missing_register_and_unknown_core() -> None:
     regs = dict(TC2_REGS)
     del regs["ETMCCER"]
-    with pytest.raises(SnapshotError):
-        configure(TraceSource(_device(regs), _core("Cortex-A7")), DecodeOptions())
-    with pytest.raises(ConfigError):
-        configure(TraceSource(_device(TC2_REGS), _core("NotACore")), DecodeOptions())
+    with pytest.raises(ConfigError, match="ETMCCER"):
+        Etmv3Config.from_registers(regs, "Cortex-A7")
+    with pytest.raises(ConfigError, match="NotACore"):
+        Etmv3Config.from_registers(TC2_REGS, "NotACore")

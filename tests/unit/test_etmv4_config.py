@@ -6,24 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from cstrace.errors import SnapshotError
+from cstrace.errors import ConfigError
 from cstrace.isa.types import ArchVersion, Profile
-from cstrace.protocols import DecodeOptions, find_protocol
-from cstrace.protocols.etmv4.config import (
-    CondTraceMode,
-    Etmv4Config,
-    QSupport,
-    config_from_device,
-)
-from cstrace.snapshot.model import Device, Register
-
-
-def device(regs: dict[str, int], device_type: str = "ETM4") -> Device:
-    dev = Device("ETM_0", "trace_source", device_type, "", "etm.ini")
-    for line, (name, value) in enumerate(regs.items(), start=1):
-        dev.registers[name] = Register(name, hex(value), "etm.ini", line)
-    return dev
-
+from cstrace.protocols import get_protocol
+from cstrace.protocols.etmv4.config import CondTraceMode, Etmv4Config, QSupport
 
 JUNO = {
     "TRCCONFIGR": 0x000010C1,
@@ -36,7 +22,7 @@ JUNO = {
 
 
 def test_juno_etmv4_0() -> None:
-    cfg = config_from_device(device(JUNO), "Cortex-A57", ete=False)
+    cfg = Etmv4Config.from_registers(JUNO, "Cortex-A57")
     assert cfg.trace_id == 0x10
     assert (cfg.major_version, cfg.minor_version, cfg.full_version) == (4, 0, 0x40)
     assert cfg.version_text == "ETMv4.0" and not cfg.is_ete
@@ -56,18 +42,18 @@ def test_juno_etmv4_0() -> None:
 
 def test_missing_optional_registers_take_the_reference_defaults() -> None:
     regs = {k: v for k, v in JUNO.items() if k not in ("TRCIDR1", "TRCIDR8")}
-    cfg = config_from_device(device(regs), "Cortex-A53", ete=False)
+    cfg = Etmv4Config.from_registers(regs, "Cortex-A53")
     assert cfg.idr1 == 0x4100F403 and cfg.full_version == 0x40
     assert cfg.idr8 == cfg.idr9 == cfg.idr13 == 0
-    ete_cfg = config_from_device(device(regs, "ETE"), "ARM-AA64", ete=True)
+    ete_cfg = Etmv4Config.from_registers(regs, "ARM-AA64", ete=True)
     assert ete_cfg.devarch == 0x47705A13 and ete_cfg.full_version == 0x50
 
 
 @pytest.mark.parametrize("missing", ["TRCCONFIGR", "TRCTRACEIDR", "TRCIDR0", "TRCIDR2"])
 def test_required_registers(missing: str) -> None:
     regs = {k: v for k, v in JUNO.items() if k != missing}
-    with pytest.raises(SnapshotError, match=missing):
-        config_from_device(device(regs), "Cortex-A57", ete=False)
+    with pytest.raises(ConfigError, match=missing):
+        Etmv4Config.from_registers(regs, "Cortex-A57")
 
 
 def test_versions_and_version_dependent_options() -> None:
@@ -107,12 +93,12 @@ def test_q_and_conditional_support() -> None:
 
 
 def test_protocol_specs_configure_from_a_snapshot(corpus: Path) -> None:
-    from cstrace.snapshot.reader import read_snapshot
+    from cstrace.inputs import read_snapshot
 
     for name, kind, version in (("juno_r1_1", "etmv4", 0x40), ("ete_ip", "ete", 0x50)):
-        snap = read_snapshot(corpus / "snapshots" / name)
-        source = snap.sources_for(snap.buffers[0])[0]
-        proto = find_protocol(source.device.device_type)
+        trace = read_snapshot(corpus / "snapshots" / name)
+        source = trace.sources_for(trace.buffers[0])[0]
+        proto = get_protocol(source.protocol)
         assert proto is not None and proto.name == kind
-        cfg = proto.configure(source, DecodeOptions())
+        cfg = proto.from_registers(source.registers, source.core, source.version)
         assert isinstance(cfg, Etmv4Config) and cfg.full_version == version

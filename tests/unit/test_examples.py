@@ -44,7 +44,7 @@ from cstrace.elements import (
     SWTrace,
     Timestamp,
 )
-from cstrace.snapshot import read_snapshot
+from cstrace.inputs import read_snapshot
 from tests.conftest import ROOT
 
 EXAMPLES = ROOT / "examples"
@@ -103,9 +103,9 @@ def _decode(name: str) -> dict[str, list[Element]]:
     out: dict[str, list[Element]] = defaultdict(list)
     for buffer in snap.buffers:
         decoded = session.open_buffer(buffer)
-        assert not decoded.errors and not decoded.notices
+        assert not decoded.issues
         for run in decoded.runs:
-            out[run.source.device.name] += list(run.elements())
+            out[run.source.name] += list(run.elements())
     return dict(out)
 
 

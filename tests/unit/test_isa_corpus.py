@@ -14,9 +14,12 @@ from collections.abc import Iterator
 import pytest
 
 from cstrace.elements import InstrSubtype, InstrType, Isa
+from cstrace.inputs.devices import to_trace
+from cstrace.inputs.files import DirTree
+from cstrace.inputs.snapshot import load_snapshot
 from cstrace.isa import IsaOptions, arch_profile, decode_at
 from cstrace.memory import MemoryMap
-from cstrace.snapshot import read_snapshot
+from cstrace.memory.build import CodeMemories
 from tests.conftest import corpus_dir
 
 CORPUS = corpus_dir()
@@ -132,9 +135,10 @@ def expected_ranges(
 def snapshot_setup(name: str) -> tuple[list[MemoryMap], IsaOptions, bool]:
     """The code images of every core of a snapshot, the options, and whether WFx are branches."""
     assert CORPUS is not None
-    snap = read_snapshot(CORPUS / "snapshots" / name)
+    snap = load_snapshot(DirTree(CORPUS / "snapshots" / name))
+    memories = CodeMemories(to_trace(snap))
     cores = [d for d in snap.devices.values() if d.device_class == "core"]
-    maps = [MemoryMap.from_devices(snap, snap.memory_devices(c)) for c in cores]
+    maps = [memories.static_map(c.name) for c in cores]
     arch, profile = arch_profile(cores[0].device_type) if cores else arch_profile("")
     protocols = {d.protocol for d in snap.devices.values() if d.device_class == "trace_source"}
     if "ETE" in protocols:

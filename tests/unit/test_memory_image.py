@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from cstrace.elements import MemSpace
+from cstrace.inputs import read_snapshot
 from cstrace.memory import MemoryMap, MemoryRegion, mem_space_from_name
-from cstrace.snapshot import read_snapshot
+from cstrace.memory.build import CodeMemories
 
 
 def test_space_names_as_the_reference() -> None:
@@ -82,11 +83,10 @@ def test_snapshot_dumps_with_space_and_a_missing_file(tmp_path: Path) -> None:
         "[dump2]\nfile=missing.bin\naddress=0x9000\n\n"
         "[dump3]\nfile=code.bin\naddress=0xA000\noffset=0x10\nlength=8\n"
     )
-    snap = read_snapshot(tmp_path)
-    warnings: list[str] = []
-    mm = MemoryMap.from_devices(snap, snap.memory_devices(snap.devices["cpu_0"]), warnings)
+    trace = read_snapshot(tmp_path)
+    mm = CodeMemories(trace).static_map("cpu_0")
     assert len(mm) == 2
-    assert any("missing.bin" in w for w in warnings)
+    assert any("missing.bin" in str(w) for w in trace.issues)
     assert mm.read(0x8000, 4, MemSpace.EL2) == bytes(range(4))
     assert mm.read(0x8000, 4, MemSpace.EL1N) == b""
     assert mm.read(0xA000, 16, MemSpace.EL1N) == bytes(range(0x10, 0x18))

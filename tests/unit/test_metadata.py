@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from cstrace.errors import SnapshotError
-from cstrace.snapshot.metadata import (
+from cstrace.inputs.metadata import (
     family_of,
     format_metadata,
     parse_metadata,
     source_trace_id,
 )
-from cstrace.snapshot.model import Device, Register
+from cstrace.trace import Source
 
 SEED_EXAMPLE = """\
 [buffer]
@@ -204,25 +204,20 @@ def test_format_names_are_normalised() -> None:
 
 
 def test_written_metadata_reads_back_the_same_registers() -> None:
-    dev = Device("ETM_0", "trace_source", "ETM4.1", "", "x.ini")
-    for name, value in (("TRCCONFIGR", "0x8001"), ("TRCTRACEIDR", "0x10"), ("TRCIDR0", "0x1")):
-        dev.registers[name] = Register(name, value, "x.ini", 1)
-    dev.registers["TRCIDR2"] = Register("TRCIDR2", "0x8", "x.ini", 2, reg_id=0x62, size=32)
-    core = Device("cpu_0", "core", "Cortex-A57", "", "x.ini")
-    text = format_metadata("coresight", [(dev, core, ["ETB_0"])])
+    regs = {"TRCCONFIGR": 0x8001, "TRCTRACEIDR": 0x10, "TRCIDR0": 0x1, "TRCIDR2": 0x8}
+    src = Source("ETM_0", "etmv4", "ETM4.1", regs, ("ETB_0",), "Cortex-A57", "cpu_0")
+    text = format_metadata("coresight", [(src, ["ETB_0"])])
     meta = parse_metadata(text, "m.ini")
     spec = meta.trace(0x10)
     assert spec is not None
     assert source_trace_id(spec.device) == 0x10
-    assert spec.device.name == "ETM_0"
+    assert spec.device.name == "ETM_0" and spec.device.device_type == "ETM4.1"
     assert spec.core_type == "Cortex-A57" and spec.core_name == "cpu_0"
     assert spec.buffers == ["ETB_0"]
-    got = {k: (r.value, r.reg_id) for k, r in spec.device.registers.items()}
-    want = {k: (r.value, r.reg_id) for k, r in dev.registers.items()}
-    assert got == want
+    assert {k: r.value for k, r in spec.device.registers.items()} == regs
 
 
 def test_writer_refuses_a_source_without_trace_id() -> None:
-    dev = Device("ETM_0", "trace_source", "ETM4", "", "x.ini")
+    src = Source("ETM_0", "etmv4", "ETM4", {}, ())
     with pytest.raises(SnapshotError, match="TRCTRACEIDR"):
-        format_metadata("coresight", [(dev, None, None)])
+        format_metadata("coresight", [(src, None)])

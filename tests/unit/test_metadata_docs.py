@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cstrace.memory.spaces import AsidEvent, PatchEvent, ProcessEvent, TraceEvent, parse_event_log
-from cstrace.snapshot.metadata import parse_metadata, parse_metadata_text
+from cstrace.inputs.metadata import parse_metadata, parse_metadata_text
+from cstrace.memory.events import AsidEvent, PatchEvent, ProcessEvent, TraceEvent, parse_event_log
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "metadata.md"
 

@@ -12,15 +12,16 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from cstrace.errors import SnapshotError
-from cstrace.memory import MemoryMap
-from cstrace.snapshot import read_snapshot
-from cstrace.snapshot.package import (
-    Limits,
-    Package,
-    ZipTree,
-    open_trace_input,
-    write_package,
-)
+from cstrace.inputs import Limits, ZipTree, open_trace_input, read_snapshot, write_package
+from cstrace.memory.build import CodeMemories
+from cstrace.memory.image import MemoryMap
+from cstrace.trace import Trace
+
+
+def static_map(trace: Trace, core: str | None) -> MemoryMap:
+    """The dumps a core sees."""
+    return CodeMemories(trace).static_map(core)
+
 
 CONTENTS = """\
 ; a small package
@@ -109,19 +110,19 @@ def zip_folder(folder: Path, out: Path, prefix: str = "") -> Path:
 
 
 def check_package(pkg: object) -> None:
-    assert isinstance(pkg, Package)
+    assert isinstance(pkg, Trace)
     assert [b.name for b in pkg.buffers] == ["buffer0", "ETB_1"]
     assert [b.format for b in pkg.buffers] == ["coresight", "source_data"]
-    assert pkg.read_buffer(pkg.buffers[0]) == bytes(range(32))
+    assert pkg.buffers[0].read() == bytes(range(32))
     srcs = pkg.sources_for(pkg.buffers[0])
-    assert [s.device.name for s in srcs] == ["PTM_0", "trace_0x20"]
+    assert [s.name for s in srcs] == ["PTM_0", "trace_0x20"]
     ptm = srcs[0]
-    assert ptm.device.device_type == "PFT1.1"
-    assert ptm.core is not None and ptm.core.device_type == "Cortex-A9"
-    assert (ptm.device.reg("ETMCR") or 0) >> 14 & 3 == 3
-    assert ptm.device.reg("ETMTRACEIDR") == 0x10
-    assert [s.device.name for s in pkg.sources_for(pkg.buffers[1])] == ["trace_0x7"]
-    mm = MemoryMap.from_devices(pkg, pkg.memory_devices(ptm.core))
+    assert ptm.source_type == "PFT1.1" and ptm.protocol == "ptm"
+    assert ptm.core == "Cortex-A9" and ptm.core_name == "cpu_0"
+    assert ptm.registers["ETMCR"] >> 14 & 3 == 3
+    assert ptm.registers["ETMTRACEIDR"] == 0x10
+    assert [s.name for s in pkg.sources_for(pkg.buffers[1])] == ["trace_0x7"]
+    mm = static_map(pkg, ptm.core_name)
     assert [(r.start, r.data) for r in mm.regions] == [
         (0x8000, b"\x01\x02\x03\x04"),
         (0x100000, b"\xaa" * 8),
@@ -145,10 +146,8 @@ def test_package_from_a_zip(tmp_path: Path) -> None:
 
 def test_code_memory_adds_images_and_follows_the_log(tmp_path: Path) -> None:
     pkg = open_trace_input(make_package_dir(tmp_path / "pkg"))
-    assert isinstance(pkg, Package)
     src = pkg.sources_for(pkg.buffers[0])[0]
-    static = MemoryMap.from_devices(pkg, pkg.memory_devices(src.core))
-    mem = pkg.code_memory(src, static)
+    mem = CodeMemories(pkg).for_source(src)
     assert mem.read(0x500000, 4) == b"\x1e\xff\x2f\xe1"  # an image mapped everywhere
     assert mem.read(0x400000, 4) == b""  # app.bin is placed by the event log instead
     assert mem.read(0x8000, 4) == b"\x01\x02\x03\x04"  # dump
@@ -247,7 +246,7 @@ def test_malformed_archives(tmp_path: Path) -> None:
     bad.write_bytes(bytes(damaged))
     with pytest.raises(SnapshotError, match=r"damaged archive member|not found") as err2:
         pkg = open_trace_input(bad)
-        pkg.read_buffer(pkg.buffers[0])
+        pkg.buffers[0].read()
     assert "cluster0.data" in str(err2.value) or "damaged" in str(err2.value)
     not_zip = tmp_path / "x.zip"
     not_zip.write_bytes(b"PK\x03\x04 nothing else")
@@ -350,18 +349,16 @@ def test_write_package_keeps_everything_that_decoding_reads(tmp_path: Path) -> N
     }
     assert [b.name for b in pkg.buffers] == [b.name for b in snap.buffers]
     for b1, b2 in zip(snap.buffers, pkg.buffers, strict=True):
-        assert snap.read_buffer(b1) == pkg.read_buffer(b2)
+        assert b1.read() == b2.read()
         s1, s2 = snap.sources_for(b1), pkg.sources_for(b2)
-        assert [s.device.name for s in s1] == [s.device.name for s in s2]
+        assert [s.name for s in s1] == [s.name for s in s2]
         for x, y in zip(s1, s2, strict=True):
-            assert x.device.device_type == y.device.device_type
-            assert {k: (r.value, r.reg_id) for k, r in x.device.registers.items()} == {
-                k: (r.value, r.reg_id) for k, r in y.device.registers.items()
-            }
-            assert x.core is not None and y.core is not None
-            assert (x.core.name, x.core.device_type) == (y.core.name, y.core.device_type)
-            m1 = MemoryMap.from_devices(snap, snap.memory_devices(x.core))
-            m2 = MemoryMap.from_devices(pkg, pkg.memory_devices(y.core))
+            assert x.source_type == y.source_type
+            assert x.registers == y.registers
+            assert x.core_name is not None
+            assert (x.core_name, x.core) == (y.core_name, y.core)
+            m1 = static_map(snap, x.core_name)
+            m2 = static_map(pkg, y.core_name)
             assert [(r.start, r.data, r.space) for r in m1.regions] == [
                 (r.start, r.data, r.space) for r in m2.regions
             ]
@@ -386,7 +383,7 @@ def test_cli_package_and_bad_input(tmp_path: Path) -> None:
     done = _cli("package", str(snap), str(out))
     assert done.returncode == 0, done.stderr
     assert "2 buffer(s), 1 trace source(s)" in done.stdout
-    assert isinstance(open_trace_input(out), Package)
+    assert [b.name for b in open_trace_input(out).buffers] == ["B0", "B1"]  # section order
     hostile = _zip_with(tmp_path, [("contents.ini", b"[trace]\n"), ("../x", b"")])
     done = _cli("decode", str(hostile))
     assert done.returncode == 2
@@ -412,12 +409,12 @@ def test_define_trace_adds_a_source_with_a_new_trace_id(tmp_path: Path) -> None:
         EVENTS + "100 define_trace(START, 0x12, PTM_0, ETMCR=0x10001000)\n"
     )
     pkg = open_trace_input(folder)
-    names = [s.device.name for s in pkg.sources_for(pkg.buffers[0])]
+    names = [s.name for s in pkg.sources_for(pkg.buffers[0])]
     assert names == ["PTM_0", "PTM_0@0x12", "trace_0x20"]
     new = pkg.sources_for(pkg.buffers[0])[1]
-    assert new.device.reg("ETMTRACEIDR") == 0x12
-    assert new.device.reg("ETMCR") == 0x10001000
-    assert new.core is not None and new.core.name == "cpu_0"
+    assert new.registers["ETMTRACEIDR"] == 0x12
+    assert new.registers["ETMCR"] == 0x10001000
+    assert new.core_name == "cpu_0"
     (folder / "system-event-log").write_text("5 define_trace(START, 0x12, NOPE)\n")
     with pytest.raises(SnapshotError, match="no trace source named 'NOPE'"):
         open_trace_input(folder)

@@ -26,6 +26,7 @@ import pytest
 
 from cstrace.decode import Session
 from cstrace.elements import Isa
+from cstrace.inputs import read_snapshot
 from cstrace.protocols.ptm.encoder import (
     encode_async,
     encode_atom_ca,
@@ -42,7 +43,6 @@ from cstrace.protocols.ptm.encoder import (
 )
 from cstrace.protocols.ptm.packets import ISyncReason
 from cstrace.render.ocsd import listing_lines
-from cstrace.snapshot import read_snapshot
 
 LISTER = shutil.which("trc_pkt_lister")
 pytestmark = pytest.mark.skipif(LISTER is None, reason="trc_pkt_lister is not installed")

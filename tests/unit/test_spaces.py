@@ -14,20 +14,18 @@ from cstrace.elements import (
 )
 from cstrace.errors import SnapshotError
 from cstrace.memory.elf import load_elf
-from cstrace.memory.image import MemoryMap, MemoryRegion
-from cstrace.memory.spaces import (
-    AddressSpaces,
+from cstrace.memory.events import (
     AsidEvent,
     LibraryEvent,
     PatchEvent,
     ProcessEvent,
     State,
-    StaticMapping,
     ThreadEvent,
     TraceEvent,
-    flatten_regions,
     parse_event_log,
 )
+from cstrace.memory.image import MemoryMap, MemoryRegion
+from cstrace.memory.spaces import AddressSpaces, StaticMapping, flatten_regions
 from tests.integration.elfgen import executable
 
 LOG = """\
@@ -281,7 +279,7 @@ def test_missing_images_are_warned_once_and_decoding_goes_on() -> None:
     sp.set_context(6 << 8)
     sp.set_context(5 << 8)
     assert sp.read(0x8000, 4) == b""
-    assert len([w for w in sp.warnings if "gone.bin" in w]) == 1
+    assert len([w for w in sp.warnings if "gone.bin" in str(w)]) == 1
 
 
 def test_observe_follows_timestamps_and_context() -> None:

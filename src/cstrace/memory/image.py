@@ -1,9 +1,9 @@
-"""Memory regions keyed by address and memory space, built from snapshot dumps.
+"""Memory regions keyed by address and memory space.
 
-Input: the ``[dump]`` entries of a snapshot's core (and memory-space devices):
-file, address, offset, length and the optional ``space`` key. Output: a
-:class:`MemoryMap` answering "which bytes are at this address in this memory
-space" for the program-flow decoders.
+Input: :class:`MemoryRegion` records (bytes at an address in a memory space,
+from memory dumps and program images; :mod:`cstrace.memory.build` makes them
+from a trace). Output: a :class:`MemoryMap` answering "which bytes are at this
+address in this memory space" for the program-flow decoders.
 
 The rules follow the OpenCSD memory-accessor mapper that produced the corpus
 listings:
@@ -25,9 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cstrace.elements import MemSpace
-from cstrace.snapshot.model import Device, Snapshot
 
-__all__ = ["MemoryMap", "MemoryRegion", "mem_space_from_name"]
+__all__ = ["MemoryMap", "MemoryRegion", "mem_space_from_name", "mem_space_to_name"]
 
 # Names of the ``space`` key of a snapshot dump (DS-5 snapshot specification,
 # "memory space" names, plus the older H/P/NP/SP forms), exact and case-sensitive.
@@ -55,6 +54,14 @@ _SPACE_NAMES: dict[str, MemSpace] = {
 def mem_space_from_name(name: str) -> MemSpace:
     """The memory space of a dump's ``space`` key (``EL1N``, ``S``, ``N``...); ANY otherwise."""
     return _SPACE_NAMES.get(name.strip(), MemSpace.ANY)
+
+
+def mem_space_to_name(space: MemSpace | int) -> str:
+    """The ``space`` key that stands for ``space`` (the inverse of :func:`mem_space_from_name`)."""
+    for name, value in _SPACE_NAMES.items():
+        if value == space:
+            return name
+    return "ANY"
 
 
 @dataclass(frozen=True)
@@ -131,31 +138,3 @@ class MemoryMap:
 
     def __len__(self) -> int:
         return len(self.regions)
-
-    @classmethod
-    def from_devices(
-        cls, snapshot: Snapshot, devices: list[Device], warnings: list[str] | None = None
-    ) -> MemoryMap:
-        """Map the dumps of ``devices``; missing files are noted in ``warnings`` and skipped."""
-        mm = cls()
-        tree = snapshot.tree
-        for dev in devices:
-            for d in dev.dumps:
-                if not tree.exists(d.file):
-                    if warnings is not None:
-                        warnings.append(
-                            f"{d.path}: line {d.line}: memory dump {tree.display(d.file)} "
-                            "not found; decoding continues without it"
-                        )
-                    continue
-                data = tree.read_bytes(d.file, d.offset, d.length)
-                region = MemoryRegion(
-                    d.address, data, mem_space_from_name(d.space), tree.display(d.file)
-                )
-                if not mm.add(region) and data and warnings is not None:
-                    warnings.append(
-                        f"{d.path}: line {d.line}: memory dump {tree.display(d.file)} at "
-                        f"{d.address:#x} overlaps an earlier dump in the same memory space; "
-                        "ignored"
-                    )
-        return mm

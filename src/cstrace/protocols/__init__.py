@@ -1,8 +1,9 @@
-"""Trace protocols, found by the name a snapshot gives the trace source type.
+"""Trace protocols, found by name or by the source type an input gives.
 
-``find_protocol("ETM4")`` returns the :class:`ProtocolSpec` of a protocol, or
-``None`` when cstrace does not decode it (yet). Protocol packages are imported
-only when used.
+``get_protocol("etmv4")`` and ``find_protocol("ETM4.2")`` return the
+:class:`ProtocolSpec` of a protocol, or ``None`` when cstrace does not decode
+it (yet); ``protocol_name("PTM1.1")`` gives the package name (``ptm``).
+Protocol packages are imported only when used.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ __all__ = [
     "ProtocolConfig",
     "ProtocolSpec",
     "find_protocol",
+    "get_protocol",
+    "protocol_name",
 ]
 
 # Trace source type (snapshot ``type`` before the '.') → protocol package.
@@ -45,12 +48,27 @@ MODULES: dict[str, str] = {
 }
 
 
+def protocol_name(source_type: str) -> str | None:
+    """The protocol package name (``etmv4``, ``ptm``...) of a source type such as ``ETM4.2``."""
+    return MODULES.get(source_type.split(".", 1)[0].strip().upper())
+
+
+def get_protocol(name: str) -> ProtocolSpec | None:
+    """The protocol named ``name`` (``etmv4``, ``ptm``...), or None when it is not decoded."""
+    if name not in MODULES.values():
+        return None
+    return _load(name)
+
+
 def find_protocol(source_type: str) -> ProtocolSpec | None:
     """The protocol for a trace source type such as ``ETM4.2`` or ``PTM1.1``, if decoded."""
-    key = source_type.split(".", 1)[0].strip().upper()
-    module = MODULES.get(key)
+    module = protocol_name(source_type)
     if module is None:
         return None
+    return _load(module)
+
+
+def _load(module: str) -> ProtocolSpec | None:
     try:
         mod = importlib.import_module(f"cstrace.protocols.{module}")
     except ModuleNotFoundError as exc:

@@ -3,9 +3,14 @@
 Each protocol package (``cstrace.protocols.<name>``) exports ``PROTOCOL``, a
 :class:`ProtocolSpec` whose functions form the pipeline of one trace source:
 
-``configure(source, options)``
-    registers of the trace source device (and its core) → a configuration
-    object with a ``trace_id`` attribute;
+``from_registers(regs, core, version)``
+    a plain mapping of register (or option) names to values, the type of the
+    traced core (``Cortex-A53``, empty if unknown) and the version part of the
+    source type (``1.3`` for ``ETM1.3``; most protocols read their version from
+    registers) → a configuration object with a ``trace_id`` attribute. Where
+    the registers came from (a snapshot, a package, perf.data) is not its
+    business; a missing or impossible value raises
+    :class:`~cstrace.errors.ConfigError`;
 ``iter_packets(stream, config, complete)``
     the bytes of one trace ID → packets (each with ``offset`` and ``raw``);
 ``iter_elements(packets, config, context)``
@@ -18,13 +23,13 @@ reference decoder does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from cstrace.capture.stream import Stream
 from cstrace.elements import Element
-from cstrace.snapshot.model import TraceSource
+from cstrace.errors import ConfigError
 
 __all__ = [
     "DecodeContext",
@@ -32,7 +37,27 @@ __all__ = [
     "Packet",
     "ProtocolConfig",
     "ProtocolSpec",
+    "Registers",
+    "register",
+    "require",
 ]
+
+Registers = Mapping[str, int]
+"""Register (or option) values of a trace source by upper-case name (``{"TRCIDR0": 0x28}``)."""
+
+
+def require(regs: Registers, name: str, what: str) -> int:
+    """The value of register ``name``; a :class:`ConfigError` naming it when it is absent."""
+    value = regs.get(name)
+    if value is None:
+        raise ConfigError(f"register {name} is required to decode {what} trace")
+    return value
+
+
+def register(regs: Registers, name: str, default: int) -> int:
+    """The value of register ``name``, or ``default`` when it is absent."""
+    value = regs.get(name)
+    return default if value is None else value
 
 
 class Packet:
@@ -69,7 +94,9 @@ class DecodeOptions:
 
     src_addr_n: bool = False
     """ETE: split source-address ranges on N atoms (OpenCSD's ``-src_addr_n``)."""
-    extra: dict[str, Any] = field(default_factory=dict)
+    overrides: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Register values that replace the sources' own, per protocol name
+    (``{"etmv1": {"ETMCR": 0x1000}}``): the command line's ``--etmcr`` and ``--start-pc``."""
 
 
 @dataclass
@@ -95,7 +122,7 @@ class ProtocolSpec:
     """A trace protocol: its name and the functions of its pipeline."""
 
     name: str
-    configure: Callable[[TraceSource, DecodeOptions], Any]
+    from_registers: Callable[[Registers, str, str], Any]
     iter_packets: Callable[[Stream, Any, bool], Iterator[Packet]]
     iter_elements: Callable[[Iterable[Packet], Any, DecodeContext], Iterator[Element]]
     uses_memory: bool = False

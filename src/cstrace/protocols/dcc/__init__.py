@@ -26,8 +26,8 @@ from cstrace.protocols.dcc.protocol import (
     MsgType,
     TracePoint,
     UnknownWord,
-    configure,
     encode_dcc,
+    from_registers,
     iter_elements,
     iter_packets,
 )
@@ -39,15 +39,15 @@ __all__ = [
     "MsgType",
     "TracePoint",
     "UnknownWord",
-    "configure",
     "encode_dcc",
+    "from_registers",
     "iter_elements",
     "iter_packets",
 ]
 
 PROTOCOL = ProtocolSpec(
     name="dcc",
-    configure=configure,
+    from_registers=from_registers,
     iter_packets=iter_packets,
     iter_elements=iter_elements,
     uses_memory=False,

@@ -15,8 +15,7 @@ from enum import IntEnum
 
 from cstrace.capture.stream import Stream
 from cstrace.elements import Element, EoTrace, NoSync, SWTrace, Unknown, UnsyncReason
-from cstrace.protocols.base import DecodeContext, DecodeOptions, Packet
-from cstrace.snapshot.model import TraceSource
+from cstrace.protocols.base import DecodeContext, Packet, Registers
 
 __all__ = [
     "COMMANDS",
@@ -25,8 +24,8 @@ __all__ = [
     "MsgType",
     "TracePoint",
     "UnknownWord",
-    "configure",
     "encode_dcc",
+    "from_registers",
     "iter_elements",
     "iter_packets",
 ]
@@ -50,15 +49,22 @@ _ITEM_BYTES = {MsgType.ASCII: 1, MsgType.BYTES: 1, MsgType.HALFWORDS: 2, MsgType
 class DccConfig:
     """DCC software trace needs no configuration."""
 
+    @classmethod
+    def from_registers(cls, regs: Registers) -> DccConfig:
+        """The (empty) configuration: DCC has no registers to read."""
+        del regs
+        return cls()
+
     @property
     def trace_id(self) -> int:
         """DCC data has no trace ID: 0."""
         return 0
 
 
-def configure(source: TraceSource, options: DecodeOptions) -> DccConfig:
+def from_registers(regs: Registers, core: str = "", version: str = "") -> DccConfig:
     """The (empty) configuration of a DCC software-trace source."""
-    return DccConfig()
+    del core, version
+    return DccConfig.from_registers(regs)
 
 
 class TracePoint(Packet):

@@ -1,6 +1,6 @@
 """ETE (Embedded Trace Extension, Armv9) instruction trace.
 
-Input: an ETE trace source of a snapshot (``ETE`` device type, registers as
+Input: an ETE trace source (``ETE`` source type, registers as
 ETMv4 plus ``TRCDEVARCH``) and the bytes of its trace ID; output: ETMv4/ETE
 packets (:mod:`cstrace.protocols.etmv4.packets`) and generic elements.
 
@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from cstrace.protocols.base import ProtocolSpec
 from cstrace.protocols.etmv4 import PROTOCOL as _ETMV4
-from cstrace.protocols.etmv4.config import Etmv4Config, configure_ete
+from cstrace.protocols.etmv4.config import Etmv4Config, ete_from_registers
 from cstrace.protocols.etmv4.reader import iter_packets
 
-__all__ = ["PROTOCOL", "Etmv4Config", "configure_ete", "iter_packets"]
+__all__ = ["PROTOCOL", "Etmv4Config", "ete_from_registers", "iter_packets"]
 
 PROTOCOL = ProtocolSpec(
     name="ete",
-    configure=configure_ete,
+    from_registers=ete_from_registers,
     iter_packets=iter_packets,
     iter_elements=_ETMV4.iter_elements,
     uses_memory=True,

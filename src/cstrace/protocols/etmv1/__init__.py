@@ -11,15 +11,15 @@ turns an executed instruction sequence into the cycles an ETMv1 would output.
 from __future__ import annotations
 
 from cstrace.protocols.base import ProtocolSpec
-from cstrace.protocols.etmv1.config import ClassicEtmConfig, configure
+from cstrace.protocols.etmv1.config import ClassicEtmConfig, from_registers
 from cstrace.protocols.etmv1.decoder import iter_elements
 from cstrace.protocols.etmv1.reader import iter_packets
 
-__all__ = ["PROTOCOL", "ClassicEtmConfig", "configure", "iter_elements", "iter_packets"]
+__all__ = ["PROTOCOL", "ClassicEtmConfig", "from_registers", "iter_elements", "iter_packets"]
 
 PROTOCOL = ProtocolSpec(
     name="etmv1",
-    configure=configure,
+    from_registers=from_registers,
     iter_packets=iter_packets,
     iter_elements=iter_elements,
     uses_memory=True,

@@ -1,8 +1,7 @@
 """Classic ETM configuration (ETMv1.x, ETMv2.x): the trace options of one ETM, from ETMCR.
 
-Input: a trace source device of type ``ETM1.x`` or ``ETM2.x`` (register ETMCR,
-optionally ETMTRACEIDR), or an ETMCR value given as a decode option where the
-snapshot has none; output: a :class:`ClassicEtmConfig`.
+Input: the register values of an ``ETM1.x`` or ``ETM2.x`` trace source (ETMCR,
+optionally ETMTRACEIDR) and its version; output: a :class:`ClassicEtmConfig`.
 
 ETMCR fields (ARM IHI 0014Q §3.3.1 "Main Control Register"; thesis ``seeds/004``
 §8.4): bit 1 monitor coprocessor register transfers, bits 3:2 data access
@@ -19,10 +18,9 @@ from dataclasses import dataclass
 
 from cstrace.capture.etmport import PortConfig, PortMode
 from cstrace.errors import ConfigError
-from cstrace.protocols.base import DecodeOptions
-from cstrace.snapshot.model import TraceSource
+from cstrace.protocols.base import Registers, register, require
 
-__all__ = ["ClassicEtmConfig", "configure", "etmcr"]
+__all__ = ["ClassicEtmConfig", "etmcr", "from_registers"]
 
 CTRL_MONITOR_CPRT = 1 << 1
 CTRL_DATA_VALUE = 1 << 2
@@ -79,6 +77,17 @@ class ClassicEtmConfig:
         if (self.ctrl >> 16) & 3 == 3:
             raise ConfigError(f"ETMCR {self.ctrl:#x}: reserved port mode b11")
 
+    @classmethod
+    def from_registers(cls, regs: Registers, version: str = "1.3") -> ClassicEtmConfig:
+        """The configuration from ETMCR (required) and ETMTRACEIDR (default 0).
+
+        ``version`` is the ETM architecture version, ``1.x`` or ``2.x`` (an
+        ``ETM`` prefix is accepted): classic ETMs have no register that says it.
+        """
+        major, minor = _version(version)
+        ctrl = require(regs, "ETMCR", f"ETMv{major}")
+        return cls(ctrl, major, minor, register(regs, "ETMTRACEIDR", 0))
+
     @property
     def trace_id(self) -> int:
         """The trace ID (classic ETMs have none on a trace port: 0 unless ETMTRACEIDR says)."""
@@ -126,21 +135,17 @@ class ClassicEtmConfig:
         return _CTXTID_BYTES[(self.ctrl >> 14) & 3]
 
 
-def _version(device_type: str) -> tuple[int, int]:
-    text = device_type.strip().upper()
+def _version(version: str) -> tuple[int, int]:
+    text = version.strip().upper()
     rest = text[3:] if text.startswith("ETM") else text
     major, _, minor = rest.partition(".")
     try:
         return int(major), int(minor or "0")
     except ValueError:
-        raise ConfigError(f"trace source type {device_type!r}: expected ETM1.x or ETM2.x") from None
+        raise ConfigError(f"ETM version {version!r}: expected 1.x or 2.x") from None
 
 
-def configure(source: TraceSource, options: DecodeOptions) -> ClassicEtmConfig:
-    """The configuration of an ETMv1/ETMv2 source from its ETMCR (or the ``etmcr`` option)."""
-    dev = source.device
-    major, minor = _version(dev.device_type)
-    ctrl = options.extra.get("etmcr")
-    if ctrl is None:
-        ctrl = dev.require("ETMCR")
-    return ClassicEtmConfig(int(ctrl), major, minor, dev.reg("ETMTRACEIDR", 0) or 0)
+def from_registers(regs: Registers, core: str = "", version: str = "1.3") -> ClassicEtmConfig:
+    """The ETMv1/ETMv2 configuration from register values and the version (``1.3``, ``2.0``)."""
+    del core
+    return ClassicEtmConfig.from_registers(regs, version)

@@ -11,15 +11,15 @@ generic elements of :mod:`cstrace.elements`. References: ARM IHI 0014Q chapter
 from __future__ import annotations
 
 from cstrace.protocols.base import ProtocolSpec
-from cstrace.protocols.etmv1.config import ClassicEtmConfig, configure
+from cstrace.protocols.etmv1.config import ClassicEtmConfig, from_registers
 from cstrace.protocols.etmv2.decoder import iter_elements
 from cstrace.protocols.etmv2.reader import iter_packets
 
-__all__ = ["PROTOCOL", "ClassicEtmConfig", "configure", "iter_elements", "iter_packets"]
+__all__ = ["PROTOCOL", "ClassicEtmConfig", "from_registers", "iter_elements", "iter_packets"]
 
 PROTOCOL = ProtocolSpec(
     name="etmv2",
-    configure=configure,
+    from_registers=from_registers,
     iter_packets=iter_packets,
     iter_elements=iter_elements,
     uses_memory=True,

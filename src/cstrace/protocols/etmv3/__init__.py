@@ -9,15 +9,15 @@ its registers; output: packets (:mod:`.packets`) and generic trace elements.
 from __future__ import annotations
 
 from cstrace.protocols.base import ProtocolSpec
-from cstrace.protocols.etmv3.config import Etmv3Config, configure
+from cstrace.protocols.etmv3.config import Etmv3Config, from_registers
 from cstrace.protocols.etmv3.decoder import iter_elements
 from cstrace.protocols.etmv3.reader import iter_packets
 
-__all__ = ["PROTOCOL", "Etmv3Config", "configure", "iter_elements", "iter_packets"]
+__all__ = ["PROTOCOL", "Etmv3Config", "from_registers", "iter_elements", "iter_packets"]
 
 PROTOCOL = ProtocolSpec(
     name="etmv3",
-    configure=configure,
+    from_registers=from_registers,
     iter_packets=iter_packets,
     iter_elements=iter_elements,
     uses_memory=True,

@@ -1,7 +1,8 @@
 """ETMv3 configuration: the trace options of one ETM, from its ID and control registers.
 
-Input: a trace source device of type ``ETM3.x`` (registers ETMCR, ETMCCER,
-ETMIDR, ETMTRACEIDR) and the core it traces; output: an :class:`Etmv3Config`.
+Input: the register values of an ``ETM3.x`` trace source (ETMCR, ETMCCER,
+ETMIDR, ETMTRACEIDR) and the type of the core it traces; output: an
+:class:`Etmv3Config`.
 
 Register fields (ARM IHI 0014Q, chapter 3 "Programmers' Model"):
 
@@ -25,10 +26,9 @@ from dataclasses import dataclass
 from cstrace.errors import ConfigError
 from cstrace.isa.cores import arch_profile
 from cstrace.isa.types import ArchVersion, Profile
-from cstrace.protocols.base import DecodeOptions
-from cstrace.snapshot.model import TraceSource
+from cstrace.protocols.base import Registers, require
 
-__all__ = ["Etmv3Config", "configure"]
+__all__ = ["Etmv3Config", "from_registers"]
 
 # ETMCR bits.
 CTRL_DATA_VALUE = 1 << 2
@@ -63,6 +63,25 @@ class Etmv3Config:
     """Architecture version of the traced core."""
     profile: Profile = Profile.A
     """Architecture profile of the traced core."""
+
+    @classmethod
+    def from_registers(cls, regs: Registers, core: str = "") -> Etmv3Config:
+        """The configuration of an ETMv3 from its four registers and the traced core's type.
+
+        An unknown core is a :class:`~cstrace.errors.ConfigError`: the
+        architecture and profile decide how exceptions and branches are encoded.
+        """
+        ctrl = require(regs, "ETMCR", "ETMv3")
+        idr = require(regs, "ETMIDR", "ETMv3")
+        ccer = require(regs, "ETMCCER", "ETMv3")
+        traceidr = require(regs, "ETMTRACEIDR", "ETMv3")
+        arch, profile = arch_profile(core)
+        if arch == ArchVersion.UNKNOWN:
+            raise ConfigError(
+                f"unrecognised core {core or '(none)'!r} for ETMv3 trace; "
+                "cannot tell its architecture and profile"
+            )
+        return cls(ctrl, ccer, idr, traceidr, arch, profile)
 
     @property
     def trace_id(self) -> int:
@@ -145,23 +164,7 @@ class Etmv3Config:
         return self.minor_rev >= 3
 
 
-def _core_profile(source: TraceSource) -> tuple[ArchVersion, Profile]:
-    core = source.core
-    return arch_profile(core.device_type if core is not None else "")
-
-
-def configure(source: TraceSource, options: DecodeOptions) -> Etmv3Config:
-    """The configuration of an ETMv3 trace source from its registers and its core."""
-    dev = source.device
-    ctrl = dev.require("ETMCR")
-    idr = dev.require("ETMIDR")
-    ccer = dev.require("ETMCCER")
-    traceidr = dev.require("ETMTRACEIDR")
-    arch, profile = _core_profile(source)
-    if arch == ArchVersion.UNKNOWN:
-        core = source.core.device_type if source.core is not None else "(none)"
-        raise ConfigError(
-            f"ETMv3 source {dev.name!r}: unrecognised core {core!r}; "
-            "cannot tell its architecture and profile"
-        )
-    return Etmv3Config(ctrl, ccer, idr, traceidr, arch, profile)
+def from_registers(regs: Registers, core: str = "", version: str = "") -> Etmv3Config:
+    """The ETMv3 configuration from register values (see :meth:`Etmv3Config.from_registers`)."""
+    del version
+    return Etmv3Config.from_registers(regs, core)

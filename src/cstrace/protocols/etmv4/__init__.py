@@ -1,6 +1,6 @@
 """ETMv4 instruction trace: configuration, packet reader and program-flow decoder.
 
-Input: an ETMv4 trace source of a snapshot (``ETM4`` device type) and the
+Input: an ETMv4 trace source (``ETM4`` source type) and the
 bytes of its trace ID; output: :mod:`cstrace.protocols.etmv4.packets` and the
 generic elements of :mod:`cstrace.elements`. ``PROTOCOL`` is the
 :class:`~cstrace.protocols.base.ProtocolSpec` the pipeline uses. ETE
@@ -16,10 +16,10 @@ from collections.abc import Iterable, Iterator
 
 from cstrace.elements import Element, EoTrace, NoSync, UnsyncReason
 from cstrace.protocols.base import DecodeContext, Packet, ProtocolSpec
-from cstrace.protocols.etmv4.config import Etmv4Config, configure
+from cstrace.protocols.etmv4.config import Etmv4Config, from_registers
 from cstrace.protocols.etmv4.reader import iter_packets
 
-__all__ = ["PROTOCOL", "Etmv4Config", "configure", "iter_packets"]
+__all__ = ["PROTOCOL", "Etmv4Config", "from_registers", "iter_packets"]
 
 
 def _no_decoder(
@@ -46,7 +46,7 @@ except ImportError:  # pragma: no cover - the decoder module is written separate
 
 PROTOCOL = ProtocolSpec(
     name="etmv4",
-    configure=configure,
+    from_registers=from_registers,
     iter_packets=iter_packets,
     iter_elements=iter_elements,
     uses_memory=True,

@@ -1,6 +1,6 @@
 """ETMv4 / ETE static configuration, computed from the trace unit's ID and control registers.
 
-Input: the register values of a trace source in a snapshot (``TRCCONFIGR``,
+Input: the register values of a trace source (``TRCCONFIGR``,
 ``TRCTRACEIDR``, ``TRCIDR0/1/2/8..13`` and, for ETE, ``TRCDEVARCH``) and the
 core type it traces (``Cortex-A57``, ``ARM-AA64``, ...). Output: an
 :class:`Etmv4Config` holding the raw registers and every option the packet
@@ -26,8 +26,7 @@ from enum import IntEnum
 
 from cstrace.isa.cores import arch_profile
 from cstrace.isa.types import ArchVersion, Profile
-from cstrace.protocols.base import DecodeOptions
-from cstrace.snapshot.model import Device, TraceSource
+from cstrace.protocols.base import Registers, register, require
 
 __all__ = [
     "ArchVersion",
@@ -35,9 +34,8 @@ __all__ = [
     "Etmv4Config",
     "Profile",
     "QSupport",
-    "config_from_device",
-    "configure",
-    "configure_ete",
+    "ete_from_registers",
+    "from_registers",
 ]
 
 # Defaults the reference snapshot loader uses for registers a snapshot omits.
@@ -236,6 +234,31 @@ class Etmv4Config:
         self.ret_stack = bool(configr & (1 << 12))
         self.q_enabled = bool(configr & (0x3 << 13))
 
+    @classmethod
+    def from_registers(cls, regs: Registers, core: str = "", *, ete: bool = False) -> Etmv4Config:
+        """The configuration of an ETMv4 (or, with ``ete``, ETE) trace unit.
+
+        ``regs`` maps register names (``TRCCONFIGR``, ``TRCIDR0``...) to values;
+        ``core`` is the traced core's type (``Cortex-A57``), which gives the
+        architecture version and profile.
+        """
+        what = "ETE" if ete else "ETMv4"
+        return cls(
+            configr=require(regs, "TRCCONFIGR", what),
+            traceidr=require(regs, "TRCTRACEIDR", what),
+            idr0=require(regs, "TRCIDR0", what),
+            idr2=require(regs, "TRCIDR2", what),
+            idr1=register(regs, "TRCIDR1", DEFAULT_TRCIDR1),
+            idr8=register(regs, "TRCIDR8", 0),
+            idr9=0 if ete else register(regs, "TRCIDR9", 0),
+            idr10=0 if ete else register(regs, "TRCIDR10", 0),
+            idr11=0 if ete else register(regs, "TRCIDR11", 0),
+            idr12=0 if ete else register(regs, "TRCIDR12", 0),
+            idr13=0 if ete else register(regs, "TRCIDR13", 0),
+            devarch=register(regs, "TRCDEVARCH", DEFAULT_TRCDEVARCH) if ete else None,
+            core_name=core,
+        )
+
     # -- convenience -----------------------------------------------------------------
 
     @property
@@ -268,45 +291,21 @@ class Etmv4Config:
         )
 
 
-def _reg(device: Device, name: str, default: int) -> int:
-    value = device.reg(name, default)
-    return default if value is None else value
+def from_registers(regs: Registers, core: str = "", version: str = "") -> Etmv4Config:
+    """The ETMv4 configuration of a trace unit from its register values and its core type.
 
-
-def config_from_device(device: Device, core_name: str, *, ete: bool) -> Etmv4Config:
-    """The configuration of an ETMv4 (or, with ``ete``, ETE) trace source device.
-
-    TRCCONFIGR, TRCTRACEIDR, TRCIDR0 and TRCIDR2 are required (a located
-    :class:`~cstrace.errors.SnapshotError` when absent); the others take the
-    reference's defaults. The reference's ETE configuration reads no
-    TRCIDR9..13: they stay 0 for ETE.
+    TRCCONFIGR, TRCTRACEIDR, TRCIDR0 and TRCIDR2 are required (a
+    :class:`~cstrace.errors.ConfigError` naming the missing one); the others
+    take the reference's defaults. ``version`` is not used: TRCIDR1 tells it.
     """
-    return Etmv4Config(
-        configr=device.require("TRCCONFIGR"),
-        traceidr=device.require("TRCTRACEIDR"),
-        idr0=device.require("TRCIDR0"),
-        idr2=device.require("TRCIDR2"),
-        idr1=_reg(device, "TRCIDR1", DEFAULT_TRCIDR1),
-        idr8=_reg(device, "TRCIDR8", 0),
-        idr9=0 if ete else _reg(device, "TRCIDR9", 0),
-        idr10=0 if ete else _reg(device, "TRCIDR10", 0),
-        idr11=0 if ete else _reg(device, "TRCIDR11", 0),
-        idr12=0 if ete else _reg(device, "TRCIDR12", 0),
-        idr13=0 if ete else _reg(device, "TRCIDR13", 0),
-        devarch=_reg(device, "TRCDEVARCH", DEFAULT_TRCDEVARCH) if ete else None,
-        core_name=core_name,
-    )
+    del version
+    return Etmv4Config.from_registers(regs, core)
 
 
-def configure(source: TraceSource, options: DecodeOptions) -> Etmv4Config:
-    """The ETMv4 configuration of a snapshot trace source."""
-    del options
-    core = source.core.device_type if source.core is not None else ""
-    return config_from_device(source.device, core, ete=False)
+def ete_from_registers(regs: Registers, core: str = "", version: str = "") -> Etmv4Config:
+    """The ETE configuration of a trace unit: the ETMv4 registers plus TRCDEVARCH.
 
-
-def configure_ete(source: TraceSource, options: DecodeOptions) -> Etmv4Config:
-    """The ETE configuration of a snapshot trace source (ETMv4 fields plus TRCDEVARCH)."""
-    del options
-    core = source.core.device_type if source.core is not None else ""
-    return config_from_device(source.device, core, ete=True)
+    The reference's ETE configuration reads no TRCIDR9..13: they stay 0.
+    """
+    del version
+    return Etmv4Config.from_registers(regs, core, ete=True)

@@ -1,6 +1,6 @@
-"""ITM configuration: the trace source registers of a snapshot → :class:`ItmConfig`.
+"""ITM configuration: the trace source registers → :class:`ItmConfig`.
 
-Input: the ITM device of a snapshot: its trace control register, named
+Input: the ITM's register values: its trace control register, named
 ``ITMTCR`` in snapshots and ``CONTROL_REGISTER`` in the snapshot format
 (0.2 §4.2.4); output: the trace ID (bits [22:16]) and the local timestamp
 prescaler (TSPrescale, bits [9:8], applied when SWOENA, bit 4, is set).
@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cstrace.protocols.base import DecodeOptions
-from cstrace.snapshot.model import TraceSource
+from cstrace.protocols.base import Registers, require
 
-__all__ = ["ItmConfig", "configure"]
+__all__ = ["ItmConfig", "from_registers"]
 
 _PRESCALE = (1, 4, 16, 64)
 
@@ -38,14 +37,22 @@ class ItmConfig:
         return 1
 
     @classmethod
+    def from_registers(cls, regs: Registers) -> ItmConfig:
+        """The configuration of an ITM from its trace control register.
+
+        Snapshots name it ``ITMTCR``; the snapshot format calls it ``CONTROL_REGISTER``.
+        """
+        if "ITMTCR" not in regs and "CONTROL_REGISTER" in regs:
+            return cls(regs["CONTROL_REGISTER"])
+        return cls(require(regs, "ITMTCR", "ITM"))
+
+    @classmethod
     def from_trace_id(cls, trace_id: int) -> ItmConfig:
         """A configuration for a given trace ID (tests, synthetic captures)."""
         return cls((trace_id & 0x7F) << 16)
 
 
-def configure(source: TraceSource, options: DecodeOptions) -> ItmConfig:
-    """The ITM configuration of a snapshot trace source."""
-    device = source.device
-    if device.register("ITMTCR") is None and device.register("CONTROL_REGISTER") is not None:
-        return ItmConfig(device.require("CONTROL_REGISTER"))
-    return ItmConfig(device.require("ITMTCR"))
+def from_registers(regs: Registers, core: str = "", version: str = "") -> ItmConfig:
+    """The ITM configuration from register values: ITMTCR (or CONTROL_REGISTER) is required."""
+    del core, version
+    return ItmConfig.from_registers(regs)

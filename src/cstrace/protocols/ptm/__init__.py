@@ -1,6 +1,6 @@
 """PTM (Program Flow Trace, PFT 1.0/1.1): configuration, packet reader and decoder.
 
-Input: a PTM trace source of a snapshot and the bytes of its trace ID; output:
+Input: a PTM trace source and the bytes of its trace ID; output:
 PTM packets (:mod:`.packets`) and the generic elements of :mod:`cstrace.elements`.
 Reference: ARM IHI 0035B, Program Flow Trace Architecture Specification.
 """
@@ -8,15 +8,15 @@ Reference: ARM IHI 0035B, Program Flow Trace Architecture Specification.
 from __future__ import annotations
 
 from cstrace.protocols.base import ProtocolSpec
-from cstrace.protocols.ptm.config import PtmConfig, configure
+from cstrace.protocols.ptm.config import PtmConfig, from_registers
 from cstrace.protocols.ptm.decoder import iter_elements
 from cstrace.protocols.ptm.reader import iter_packets
 
-__all__ = ["PROTOCOL", "PtmConfig", "configure", "iter_elements", "iter_packets"]
+__all__ = ["PROTOCOL", "PtmConfig", "from_registers", "iter_elements", "iter_packets"]
 
 PROTOCOL = ProtocolSpec(
     name="ptm",
-    configure=configure,
+    from_registers=from_registers,
     iter_packets=iter_packets,
     iter_elements=iter_elements,
     uses_memory=True,

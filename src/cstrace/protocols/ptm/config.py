@@ -1,7 +1,7 @@
 """PTM (PFT 1.0/1.1) configuration from the trace source's ID and control registers.
 
-Input: a snapshot trace source (``ETMCR``, ``ETMCCER``, ``ETMIDR``,
-``ETMTRACEIDR``, and the traced core's name); output: a :class:`PtmConfig`.
+Input: the register values of a trace source (``ETMCR``, ``ETMCCER``, ``ETMIDR``,
+``ETMTRACEIDR``) and the traced core's type; output: a :class:`PtmConfig`.
 
 Register fields follow the Program Flow Trace Architecture Specification
 (ARM IHI 0035B), chapter 3, register descriptions (§3.16):
@@ -22,10 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cstrace.protocols.base import DecodeOptions
-from cstrace.snapshot.model import TraceSource
+from cstrace.protocols.base import Registers, register, require
 
-__all__ = ["PtmConfig", "configure"]
+__all__ = ["PtmConfig", "from_registers"]
 
 # ETMCR bits.
 _CR_BRANCH_BCAST = 1 << 8
@@ -58,6 +57,21 @@ class PtmConfig:
     etmidr: int = _DEFAULT_IDR
     core: str = ""
     """Name of the traced core (``Cortex-A9``...), empty if unknown."""
+
+    @classmethod
+    def from_registers(cls, regs: Registers, core: str = "") -> PtmConfig:
+        """The configuration of a PTM from its registers and the traced core's type.
+
+        ETMTRACEIDR and ETMCR are required; ETMCCER defaults to 0 and ETMIDR to
+        a PFTv1.1 PTM's.
+        """
+        return cls(
+            trace_id=require(regs, "ETMTRACEIDR", "PTM") & 0x7F,
+            etmcr=require(regs, "ETMCR", "PTM"),
+            etmccer=register(regs, "ETMCCER", 0),
+            etmidr=register(regs, "ETMIDR", _DEFAULT_IDR),
+            core=core,
+        )
 
     @property
     def minor_rev(self) -> int:
@@ -130,14 +144,7 @@ class PtmConfig:
         return bool(self.etmccer & _CCER_TS_DMSB)
 
 
-def configure(source: TraceSource, options: DecodeOptions) -> PtmConfig:
-    """The PTM configuration of a snapshot trace source."""
-    dev = source.device
-    etmidr = dev.reg("ETMIDR", _DEFAULT_IDR)
-    return PtmConfig(
-        trace_id=dev.require("ETMTRACEIDR") & 0x7F,
-        etmcr=dev.require("ETMCR"),
-        etmccer=dev.reg("ETMCCER", 0) or 0,
-        etmidr=_DEFAULT_IDR if etmidr is None else etmidr,
-        core=source.core.device_type if source.core is not None else "",
-    )
+def from_registers(regs: Registers, core: str = "", version: str = "") -> PtmConfig:
+    """The PTM configuration from register values (see :meth:`PtmConfig.from_registers`)."""
+    del version
+    return PtmConfig.from_registers(regs, core)

@@ -9,15 +9,15 @@ configuration comes from the ``STMTCSR`` register (trace ID in bits [22:16]).
 from __future__ import annotations
 
 from cstrace.protocols.base import ProtocolSpec
-from cstrace.protocols.stm.config import StmConfig, configure
+from cstrace.protocols.stm.config import StmConfig, from_registers
 from cstrace.protocols.stm.decoder import iter_elements
 from cstrace.protocols.stm.reader import iter_packets
 
-__all__ = ["PROTOCOL", "StmConfig", "configure", "iter_elements", "iter_packets"]
+__all__ = ["PROTOCOL", "StmConfig", "from_registers", "iter_elements", "iter_packets"]
 
 PROTOCOL = ProtocolSpec(
     name="stm",
-    configure=configure,
+    from_registers=from_registers,
     iter_packets=iter_packets,
     iter_elements=iter_elements,
 )

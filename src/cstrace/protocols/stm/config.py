@@ -1,6 +1,6 @@
 """STM configuration: the trace source registers of a snapshot → :class:`StmConfig`.
 
-Input: the STM device of a snapshot (``STMTCSR``, snapshot format 0.2 §4.2.5:
+Input: the STM's register values (``STMTCSR``, snapshot format 0.2 §4.2.5:
 the trace ID is in bits [22:16]); output: the configuration the STM reader and
 decoder use. The STM packet stream is self-describing otherwise (the VERSION
 packet selects the timestamp encoding).
@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cstrace.protocols.base import DecodeOptions
-from cstrace.snapshot.model import TraceSource
+from cstrace.protocols.base import Registers, require
 
-__all__ = ["StmConfig", "configure"]
+__all__ = ["StmConfig", "from_registers"]
 
 
 @dataclass(frozen=True)
@@ -29,11 +28,17 @@ class StmConfig:
         return (self.stmtcsr >> 16) & 0x7F
 
     @classmethod
+    def from_registers(cls, regs: Registers) -> StmConfig:
+        """The configuration of an STM from its trace control and status register."""
+        return cls(require(regs, "STMTCSR", "STM"))
+
+    @classmethod
     def from_trace_id(cls, trace_id: int) -> StmConfig:
         """A configuration for a given trace ID (tests, synthetic captures)."""
         return cls((trace_id & 0x7F) << 16)
 
 
-def configure(source: TraceSource, options: DecodeOptions) -> StmConfig:
-    """The STM configuration of a snapshot trace source."""
-    return StmConfig(source.device.require("STMTCSR"))
+def from_registers(regs: Registers, core: str = "", version: str = "") -> StmConfig:
+    """The STM configuration from register values: STMTCSR is required."""
+    del core, version
+    return StmConfig.from_registers(regs)

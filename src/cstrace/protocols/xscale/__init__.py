@@ -9,15 +9,15 @@ XScale trace buffer, its message format and OpenOCD's analysis).
 from __future__ import annotations
 
 from cstrace.protocols.base import ProtocolSpec
-from cstrace.protocols.xscale.config import XscaleConfig, configure
+from cstrace.protocols.xscale.config import XscaleConfig, from_registers
 from cstrace.protocols.xscale.decoder import iter_elements
 from cstrace.protocols.xscale.reader import iter_packets
 
-__all__ = ["PROTOCOL", "XscaleConfig", "configure", "iter_elements", "iter_packets"]
+__all__ = ["PROTOCOL", "XscaleConfig", "from_registers", "iter_elements", "iter_packets"]
 
 PROTOCOL = ProtocolSpec(
     name="xscale",
-    configure=configure,
+    from_registers=from_registers,
     iter_packets=iter_packets,
     iter_elements=iter_elements,
     uses_memory=True,

@@ -1,6 +1,6 @@
 """XScale trace buffer configuration: what the decoder needs besides the buffer itself.
 
-Input: a trace source device of type ``XScale`` (optional register ``START_PC``:
+Input: the values of an ``XScale`` trace source (optional register ``START_PC``:
 the address where tracing started, with bit 0 set for Thumb state, known when
 the buffer was used in fill-once mode from a known point); output: an
 :class:`XscaleConfig`. The checkpoint registers and the PC at debug entry of
@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cstrace.protocols.base import DecodeOptions
-from cstrace.snapshot.model import TraceSource
+from cstrace.protocols.base import Registers
 
-__all__ = ["XscaleConfig", "configure"]
+__all__ = ["XscaleConfig", "from_registers"]
 
 
 @dataclass(frozen=True)
@@ -26,15 +25,19 @@ class XscaleConfig:
     high_vectors: bool = False
     """Exception vectors at 0xFFFF0000 (CP15 control register V bit)."""
 
+    @classmethod
+    def from_registers(cls, regs: Registers) -> XscaleConfig:
+        """The configuration from the optional values ``START_PC`` and ``HIGH_VECTORS``."""
+        start = regs.get("START_PC")
+        return cls(start, bool(regs.get("HIGH_VECTORS", 0)))
+
     @property
     def trace_id(self) -> int:
         """XScale trace has no trace ID: 0."""
         return 0
 
 
-def configure(source: TraceSource, options: DecodeOptions) -> XscaleConfig:
-    """The configuration of an XScale trace source from its registers (or options)."""
-    dev = source.device
-    start = options.extra.get("start_pc", dev.reg("START_PC"))
-    hv = options.extra.get("high_vectors", dev.reg("HIGH_VECTORS", 0))
-    return XscaleConfig(None if start is None else int(start), bool(hv))
+def from_registers(regs: Registers, core: str = "", version: str = "") -> XscaleConfig:
+    """The XScale configuration from register values (see :meth:`XscaleConfig.from_registers`)."""
+    del core, version
+    return XscaleConfig.from_registers(regs)

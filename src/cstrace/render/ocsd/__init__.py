@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from cstrace.bits import hexbytes
 from cstrace.elements import Diagnostic
-from cstrace.protocols import MODULES, Packet
+from cstrace.protocols import Packet
 from cstrace.render.ocsd.diagnostics import diagnostic_text
 from cstrace.render.ocsd.elements import element_text
 
@@ -29,17 +29,16 @@ if TYPE_CHECKING:
 __all__ = ["element_text", "listing_lines", "packet_renderer"]
 
 
-def packet_renderer(source_type: str) -> Callable[[Packet], str]:
-    """The packet text function for a trace source type (``ETM4``, ``STM``...)."""
-    module = MODULES[source_type.split(".", 1)[0].strip().upper()]
-    mod = importlib.import_module(f"cstrace.render.ocsd.{module}")
+def packet_renderer(protocol: str) -> Callable[[Packet], str]:
+    """The packet text function of a protocol (``etmv4``, ``stm``...)."""
+    mod = importlib.import_module(f"cstrace.render.ocsd.{protocol}")
     fn: Callable[[Packet], str] = mod.packet_text
     return fn
 
 
 def listing_lines(run: SourceRun, *, packets: bool = True) -> Iterator[str]:
     """The listing of one source run: packet lines (unless ``packets`` is False) and elements."""
-    text_of = packet_renderer(run.source.device.device_type)
+    text_of = packet_renderer(run.protocol.name)
     pid = f"{run.packet_id:x}"
     eid = f"{run.trace_id:x}"
     pending: deque[Packet] = deque()

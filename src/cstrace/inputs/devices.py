@@ -1,18 +1,27 @@
-"""What a snapshot says: devices, their registers and memory dumps, trace buffers and topology.
+"""The device view of a snapshot or package, and its conversion into a Trace.
 
-Input: nothing (plain records); produced by :mod:`cstrace.snapshot.reader` from a
-DS-5 snapshot (ARM-ECM-0611873, "Debug and Trace Snapshot File Format").
+Input: nothing (plain records), filled by :mod:`cstrace.inputs.snapshot` from a
+DS-5 snapshot (ARM-ECM-0611873, "Debug and Trace Snapshot File Format") and by
+:mod:`cstrace.inputs.package` from trace packages: devices with their
+registers (as written) and memory dumps, trace buffers, which source feeds
+which buffer and traces which core. Output: :func:`to_trace` turns it into the
+container-free :class:`~cstrace.trace.Trace` the decoder takes, with each trace
+source's registers as numbers (a malformed value is a located error then).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from cstrace.errors import SnapshotError
-from cstrace.snapshot.files import FileTree
+from cstrace.errors import Issue, IssueKind, Severity, SnapshotError
+from cstrace.inputs.files import FileTree, TreeBlob, safe_relative
+from cstrace.memory.events import EventLog
+from cstrace.memory.image import mem_space_from_name
+from cstrace.parsing import parse_int
+from cstrace.protocols import protocol_name
+from cstrace.trace import Blob, Buffer, Dump, Image, Origin, Source, Trace
 
 __all__ = [
     "Device",
@@ -22,22 +31,8 @@ __all__ = [
     "TraceBuffer",
     "TraceSource",
     "parse_int",
+    "to_trace",
 ]
-
-_INT = re.compile(r"^[+]?(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)[uUlL]*$")
-
-
-def parse_int(text: str, *, what: str, path: str, line: int | None) -> int:
-    """Parse a C-style integer (``0x1F``, ``31``, ``037``) or raise a located error."""
-    t = text.strip().replace("_", "")
-    if not _INT.match(t):
-        raise SnapshotError(f"{what}: {text!r} is not a number", path=path, line=line)
-    t = t.lstrip("+").rstrip("uUlL")
-    if t.lower().startswith("0x"):
-        return int(t, 16)
-    if len(t) > 1 and t.startswith("0"):
-        return int(t, 8)
-    return int(t, 10)
 
 
 @dataclass(frozen=True)
@@ -215,3 +210,105 @@ class Snapshot:
         """Devices whose dumps describe memory seen by ``core``: the core and memory spaces."""
         devs = [d for d in self.devices.values() if d.device_class == "memory_space"]
         return ([core] if core is not None else []) + devs
+
+
+def _issue(text: str) -> Issue:
+    """A warning of a reader (already located in its text)."""
+    return Issue(Severity.WARNING, IssueKind.INPUT, text)
+
+
+def trace_sources(snap: Snapshot) -> list[Source]:
+    """The trace sources that feed the snapshot's buffers, with numeric registers.
+
+    A register whose value is not a number is a located :class:`~cstrace.errors.InputError`.
+    """
+    order: list[str] = []
+    found: dict[str, tuple[TraceSource, list[str]]] = {}
+    for b in snap.buffers:
+        for ts in snap.sources_for(b):
+            name = ts.device.name
+            if name not in found:
+                found[name] = (ts, [])
+                order.append(name)
+            found[name][1].append(b.name)
+    out: list[Source] = []
+    for name in order:
+        ts, bufs = found[name]
+        dev = ts.device
+        # A malformed value is bad metadata: a located error (the file and line of it).
+        regs = {r.name: r.value for r in dev.registers.values()}
+        out.append(
+            Source(
+                name=dev.name,
+                protocol=protocol_name(dev.device_type) or "",
+                source_type=dev.device_type,
+                registers=regs,
+                buffers=tuple(bufs),
+                core=ts.core.device_type if ts.core is not None else "",
+                core_name=ts.core.name if ts.core is not None else None,
+                origin=Origin(dev.path),
+            )
+        )
+    return out
+
+
+def to_trace(
+    snap: Snapshot,
+    *,
+    images: list[Image] | None = None,
+    events: EventLog | None = None,
+    contextidr: str | None = None,
+) -> Trace:
+    """The :class:`~cstrace.trace.Trace` a snapshot (or package) describes.
+
+    Buffers keep their names, order and formats; sources their registers
+    (parsed now: a malformed value is a located :class:`~cstrace.errors.InputError`);
+    memory dumps of each core, then of memory-space devices, keep their order.
+    Files the event log names are looked for inside the snapshot's tree.
+    """
+    tree = snap.tree
+    buffers = [
+        Buffer(
+            b.name,
+            b.format,
+            tuple(TreeBlob(tree, f) for f in b.files),
+            Origin(b.path, b.line),
+        )
+        for b in snap.buffers
+    ]
+    dumps: list[Dump] = []
+    shared: list[Dump] = []
+    for dev in snap.devices.values():
+        for d in dev.dumps:
+            dump = Dump(
+                TreeBlob(tree, d.file),
+                d.address,
+                mem_space_from_name(d.space),
+                d.offset,
+                d.length,
+                None if dev.device_class == "memory_space" else dev.name,
+                Origin(d.path, d.line),
+            )
+            (shared if dump.core is None else dumps).append(dump)
+
+    def find_file(name: str) -> Blob | None:
+        rel_text = name.replace("\\", "/").lstrip("/")
+        try:
+            rel = safe_relative(rel_text, path="event log", line=None)
+        except SnapshotError:
+            return None
+        return TreeBlob(tree, rel) if tree.exists(rel) else None
+
+    issues = [_issue(w) for w in snap.warnings]
+    sources = trace_sources(snap)
+    return Trace(
+        buffers=buffers,
+        sources=sources,
+        dumps=dumps + shared,
+        images=list(images or []),
+        events=events,
+        contextidr=contextidr,
+        description=snap.description,
+        issues=issues,
+        find_file=find_file,
+    )

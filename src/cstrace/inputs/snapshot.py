@@ -1,4 +1,4 @@
-"""DS-5 snapshot folder → :class:`~cstrace.snapshot.model.Snapshot`.
+"""DS-5 snapshot folder → :class:`~cstrace.trace.Trace` (through the device view).
 
 Reads ``snapshot.ini`` (devices, ``[trace] metadata``), each device file
 (``[device]``, ``[regs]``, ``[dump*]``) and the trace metadata (``trace.ini``:
@@ -14,16 +14,18 @@ import re
 from pathlib import Path, PurePosixPath
 
 from cstrace.errors import SnapshotError
-from cstrace.snapshot.files import DirTree, FileTree, safe_relative
-from cstrace.snapshot.ini import IniFile, IniSection, decode_ini
-from cstrace.snapshot.model import (
+from cstrace.inputs.devices import (
     Device,
     MemoryDump,
     Register,
     Snapshot,
     TraceBuffer,
     parse_int,
+    to_trace,
 )
+from cstrace.inputs.files import DirTree, FileTree, safe_relative
+from cstrace.inputs.ini import IniFile, IniSection, decode_ini
+from cstrace.trace import Trace
 
 __all__ = ["load_snapshot", "read_snapshot"]
 
@@ -222,15 +224,18 @@ def load_snapshot(tree: FileTree, top: PurePosixPath | None = None) -> Snapshot:
     return Snapshot(tree, description, devices, buffers, source_buffers, core_sources, warnings)
 
 
-def read_snapshot(path: str | Path) -> Snapshot:
-    """Read the DS-5 snapshot in folder ``path`` (or named by its ``snapshot.ini``)."""
+def read_snapshot(path: str | Path) -> Trace:
+    """The :class:`~cstrace.trace.Trace` of the DS-5 snapshot in folder ``path``.
+
+    ``path`` may also name the snapshot's ``snapshot.ini``.
+    """
     p = Path(path)
     if p.is_file() and p.name.lower().endswith(".ini"):
-        return load_snapshot(DirTree(p.parent), PurePosixPath(p.name))
+        return to_trace(load_snapshot(DirTree(p.parent), PurePosixPath(p.name)))
     if not p.exists():
         raise SnapshotError("no such file or folder", path=str(p))
     if not p.is_dir():
         raise SnapshotError("not a snapshot folder", path=str(p))
     if not (p / "snapshot.ini").is_file():
         raise SnapshotError("not a snapshot folder: no snapshot.ini", path=str(p))
-    return load_snapshot(DirTree(p))
+    return to_trace(load_snapshot(DirTree(p)))

@@ -27,13 +27,11 @@ override it.
 
 from __future__ import annotations
 
-import argparse
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from cstrace.capture import demux
-from cstrace.errors import SnapshotError
+from cstrace.capture import Stream, demux
+from cstrace.protocols import find_protocol
 
 __all__ = [
     "PROTOCOL_NAMES",
@@ -41,7 +39,6 @@ __all__ = [
     "StreamGuess",
     "detect_capture",
     "identify_stream",
-    "info_command",
 ]
 
 PROTOCOL_NAMES: dict[str, str] = {
@@ -287,24 +284,16 @@ def _trial_variants(family: str) -> list[tuple[str, dict[str, int]]]:
 
 def _trial(family: str, data: bytes) -> float | None:
     """Share of bytes that parse into valid packets with ``family``'s reader (None: no reader)."""
-    from cstrace.capture import Stream
-    from cstrace.protocols import DecodeOptions, find_protocol
-    from cstrace.snapshot.model import Device, Register, TraceSource
-
     variants = _trial_variants(family)
     spec = find_protocol(variants[0][0])
     if spec is None:
         return None
     sample = data[:_TRIAL_BYTES]
     best: float | None = None
-    core = Device("probe_core", "core", "Cortex-A9", "", "probe")
-    for dev_type, regs in variants:
-        dev = Device("probe", "trace_source", dev_type, "", "probe")
-        for name, value in {**regs, "ETMTRACEIDR": 0x10}.items():
-            dev.registers[name] = Register(name, hex(value), "probe", 0)
+    for _, regs in variants:
         good = bad = 0
         try:
-            cfg = spec.configure(TraceSource(dev, core), DecodeOptions())
+            cfg = spec.from_registers({**regs, "ETMTRACEIDR": 0x10}, "Cortex-A9", "")
             for pkt in spec.iter_packets(Stream(0x10, sample), cfg, True):
                 size = len(pkt.raw) or 1
                 if type(pkt).__name__ in _BAD_PACKETS:
@@ -417,52 +406,3 @@ def detect_capture(data: bytes, fmt: str | None = None) -> CaptureGuess:
     return CaptureGuess(
         "source_data", 0.0, "no synchronisation sequence found either way", size, [single]
     )
-
-
-def info_command(args: argparse.Namespace) -> int:
-    """``cstrace info FILE``: print what was detected in a capture, snapshot or package."""
-    from cstrace.snapshot.package import is_zip, open_trace_input
-
-    path = Path(args.file)
-    if not path.exists():
-        raise SnapshotError("no such file or folder", path=str(path))
-    items: list[tuple[str, bytes]] = []
-    if path.is_dir() or path.name.lower().endswith(".ini") or is_zip(path):
-        snap = open_trace_input(path)
-        for b in snap.buffers:
-            items.append(
-                (
-                    f"buffer {b.name} ({', '.join(snap.tree.display(f) for f in b.files)})",
-                    snap.read_buffer(b),
-                )
-            )
-    else:
-        try:
-            items.append((str(path), path.read_bytes()))
-        except OSError as exc:
-            raise SnapshotError(f"cannot read: {exc.strerror}", path=str(path)) from None
-    for title, data in items:
-        guess = detect_capture(data, args.capture_format)
-        print(f"{title}: {guess.size} bytes")
-        print(f"  format: {guess.format} (confidence {guess.confidence:.2f}): {guess.evidence}")
-        for name, score in guess.alternatives:
-            print(f"  alternative: {name} (score {score:.2f})")
-        ids = [g for g in guess.streams if g.family is not None]
-        if guess.format != "source_data":
-            listed = ", ".join(f"{g.trace_id:#04x}" for g in ids) or "none"
-            print(f"  trace IDs with a recognised protocol: {listed}")
-        for g in guess.streams:
-            if g.family is None and guess.format != "source_data" and g.size < 64:
-                continue
-            tid = "single source" if g.trace_id is None else f"trace ID {g.trace_id:#04x}"
-            print(
-                f"  {tid}: {g.size} bytes: {g.protocol} (confidence {g.confidence:.2f}): "
-                f"{g.evidence}"
-            )
-        quiet = [g for g in guess.streams if g.family is None and g.size < 64]
-        if quiet and guess.format != "source_data":
-            print(
-                f"  {len(quiet)} other ID(s) with under 64 bytes and no sync "
-                f"({sum(g.size for g in quiet)} bytes; noise or unused buffer space)"
-            )
-    return 0

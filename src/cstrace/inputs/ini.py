@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cstrace.errors import SnapshotError
+from cstrace.parsing import decode_text
 
 __all__ = [
     "IniEntry",
@@ -108,21 +109,6 @@ def parse_ini(text: str, path: str = "<string>") -> IniFile:
             raise SnapshotError("entry with an empty key", path=path, line=number)
         current.entries.append(IniEntry(key, value.strip(), number))
     return IniFile(path, sections)
-
-
-def decode_text(raw: bytes | str, name: str, *, what: str, limit: int) -> str:
-    """The text of a metadata file: UTF-8, else Latin-1; refused if too large or binary."""
-    if isinstance(raw, str):
-        return raw
-    if len(raw) > limit:
-        raise SnapshotError(f"{what} too large ({len(raw)} bytes)", path=name)
-    nul = raw.find(b"\x00")
-    if nul >= 0:
-        raise SnapshotError("not a text file (NUL byte)", path=name, offset=nul)
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return raw.decode("latin-1")
 
 
 def decode_ini(raw: bytes, name: str) -> IniFile:

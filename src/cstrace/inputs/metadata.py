@@ -8,7 +8,7 @@ Input: the text of a metadata file: a ``[buffer]`` section (``vendor``,
 be written ``key: value`` (as in §6.3.1) or ``key = value``.
 
 Output: a :class:`TraceMetadata` whose :class:`TraceSpec` items carry a
-:class:`~cstrace.snapshot.model.Device` with the registers the protocol
+:class:`~cstrace.inputs.devices.Device` with the registers the protocol
 decoders read. Individual options override the registers that hold the same
 setting (§6.3.1 recommends supplying them); a register that is absent but needed
 to hold an option is made from a documented baseline. There are no defaults for
@@ -27,20 +27,25 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from cstrace.errors import SnapshotError
-from cstrace.snapshot.ini import IniEntry, IniFile, IniSection, decode_text, parse_ini
-from cstrace.snapshot.model import Device, Register, parse_int
+from cstrace.inputs.devices import Device, Register, parse_int
+from cstrace.inputs.ini import IniFile, parse_ini
+from cstrace.parsing import decode_text
+from cstrace.trace import Source
 
 __all__ = [
     "BUFFER_FORMATS",
     "BufferSpec",
+    "Item",
     "TraceMetadata",
     "TraceSpec",
+    "describe_source",
     "family_of",
     "format_metadata",
     "metadata_from_ini",
     "parse_metadata",
     "parse_metadata_text",
     "source_trace_id",
+    "trace_id_of",
     "trace_id_register",
 ]
 
@@ -166,13 +171,28 @@ class TraceMetadata:
 # --- individual options -------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Item:
+    """One item describing a trace source: a register, an option or a descriptive key.
+
+    From a ``[trace_N]`` section of a metadata file, or from the command line
+    (``--set``, ``--reg``, ``--protocol``, ``--core``; ``path`` is then
+    ``command line`` and ``line`` None).
+    """
+
+    key: str
+    value: str
+    path: str
+    line: int | None = None
+
+
 class _Regs:
     """Register values being assembled for one source, remembering what changed."""
 
     def __init__(self, given: dict[str, Register], baseline: Callable[[str], int]) -> None:
         self.given = given
         self.values: dict[str, int] = {}
-        self.changed: dict[str, int] = {}  # register → line of the option that changed it
+        self.changed: dict[str, int | None] = {}  # register → line of the option that set it
         self._baseline = baseline
 
     def get(self, name: str) -> int:
@@ -184,17 +204,17 @@ class _Regs:
     def has(self, name: str) -> bool:
         return name in self.given
 
-    def put(self, name: str, mask: int, value: int, line: int) -> None:
+    def put(self, name: str, mask: int, value: int, line: int | None) -> None:
         old = self.get(name)
         new = (old & ~mask) | (value & mask)
         if new != old or name not in self.given:
             self.values[name] = new
             self.changed.setdefault(name, line)
 
-    def flag(self, name: str, bit: int, on: bool, line: int) -> None:
+    def flag(self, name: str, bit: int, on: bool, line: int | None) -> None:
         self.put(name, 1 << bit, (1 << bit) if on else 0, line)
 
-    def field(self, name: str, lsb: int, width: int, value: int, line: int) -> None:
+    def field(self, name: str, lsb: int, width: int, value: int, line: int | None) -> None:
         mask = ((1 << width) - 1) << lsb
         self.put(name, mask, value << lsb, line)
 
@@ -203,7 +223,7 @@ _TRUE = {"1", "true", "yes", "on", "y", "t"}
 _FALSE = {"0", "false", "no", "off", "n", "f", "none"}
 
 
-def _bool(entry: IniEntry, path: str) -> bool:
+def _bool(entry: Item, path: str) -> bool:
     v = entry.value.strip().lower()
     if v in _TRUE:
         return True
@@ -216,7 +236,7 @@ def _bool(entry: IniEntry, path: str) -> bool:
     )
 
 
-def _choice(entry: IniEntry, path: str, allowed: Iterable[int]) -> int:
+def _choice(entry: Item, path: str, allowed: Iterable[int]) -> int:
     options = tuple(allowed)
     value = parse_int(entry.value, what=entry.key, path=path, line=entry.line)
     if value not in options:
@@ -232,7 +252,7 @@ _COND_MODES = {"none": 0, "load": 1, "store": 2, "loadstore": 3, "all": 7}
 _COND_ALIASES = {"0": "none", "off": "none", "false": "none", "ls": "loadstore", "1": "all"}
 
 
-def _conditional(entry: IniEntry, path: str) -> int:
+def _conditional(entry: Item, path: str) -> int:
     text = entry.value.strip().lower().replace("_", "").replace("-", "").replace("/", "")
     text = _COND_ALIASES.get(text, text)
     if text not in _COND_MODES:
@@ -244,7 +264,7 @@ def _conditional(entry: IniEntry, path: str) -> int:
     return _COND_MODES[text]
 
 
-_Apply = Callable[[_Regs, IniEntry, str], None]
+_Apply = Callable[[_Regs, Item, str], None]
 
 
 @dataclass(frozen=True)
@@ -263,23 +283,23 @@ def _has_all(*names: str) -> Callable[[_Regs], bool]:
 # ETMv3 and PTM: ETMCR, ETMCCER and ETMIDR (ETM IHI0014Q §3.4; PFT IHI0035B §3.2).
 
 
-def _etm3_cyclecount(r: _Regs, e: IniEntry, p: str) -> None:
+def _etm3_cyclecount(r: _Regs, e: Item, p: str) -> None:
     r.flag("ETMCR", 12, _bool(e, p), e.line)
 
 
-def _etm3_context_id(r: _Regs, e: IniEntry, p: str) -> None:
+def _etm3_context_id(r: _Regs, e: Item, p: str) -> None:
     size = _choice(e, p, (0, 8, 16, 32))
     r.field("ETMCR", 14, 2, {0: 0, 8: 1, 16: 2, 32: 3}[size], e.line)
 
 
-def _etm3_vmid(r: _Regs, e: IniEntry, p: str) -> None:
+def _etm3_vmid(r: _Regs, e: Item, p: str) -> None:
     size = _choice(e, p, (0, 8))
     r.flag("ETMCR", 30, size == 8, e.line)
     if size:
         r.flag("ETMCCER", 26, True, e.line)
 
 
-def _etm3_timestamp_bits(r: _Regs, e: IniEntry, p: str) -> None:
+def _etm3_timestamp_bits(r: _Regs, e: Item, p: str) -> None:
     size = _choice(e, p, (0, 48, 64))
     r.flag("ETMCR", 28, size != 0, e.line)
     if size:
@@ -287,7 +307,7 @@ def _etm3_timestamp_bits(r: _Regs, e: IniEntry, p: str) -> None:
         r.flag("ETMCCER", 29, size == 64, e.line)
 
 
-def _etm3_timestamp_gray(r: _Regs, e: IniEntry, p: str) -> None:
+def _etm3_timestamp_gray(r: _Regs, e: Item, p: str) -> None:
     # ETMCCER bit 28 set means natural binary timestamps; clear means Gray-coded.
     r.flag("ETMCCER", 28, not _bool(e, p), e.line)
 
@@ -303,7 +323,7 @@ def _etm3_gray_needed(r: _Regs) -> bool:
 
 
 def _etm3_bit(register: str, bit: int, also: tuple[str, int] | None = None) -> _Apply:
-    def apply(r: _Regs, e: IniEntry, p: str) -> None:
+    def apply(r: _Regs, e: Item, p: str) -> None:
         on = _bool(e, p)
         r.flag(register, bit, on, e.line)
         if also is not None and on:
@@ -339,65 +359,65 @@ _PTM_ITEMS: dict[str, _Item] = {
 # ETMv4 and ETE: TRCCONFIGR, TRCIDR0, TRCIDR2, TRCIDR8 (ETMv4 IHI0064, Arm ARM ETE chapter).
 
 
-def _e4_cyclecount(r: _Regs, e: IniEntry, p: str) -> None:
+def _e4_cyclecount(r: _Regs, e: Item, p: str) -> None:
     on = _bool(e, p)
     r.flag("TRCCONFIGR", 4, on, e.line)
     if on:
         r.flag("TRCIDR0", 7, True, e.line)
 
 
-def _e4_context_id(r: _Regs, e: IniEntry, p: str) -> None:
+def _e4_context_id(r: _Regs, e: Item, p: str) -> None:
     size = _choice(e, p, (0, 32))
     r.flag("TRCCONFIGR", 6, size != 0, e.line)
     if size:
         r.field("TRCIDR2", 5, 5, 4, e.line)
 
 
-def _e4_vmid(r: _Regs, e: IniEntry, p: str) -> None:
+def _e4_vmid(r: _Regs, e: Item, p: str) -> None:
     size = _choice(e, p, (0, 8, 16, 32))
     r.flag("TRCCONFIGR", 7, size != 0, e.line)
     if size:
         r.field("TRCIDR2", 10, 5, {8: 1, 16: 2, 32: 4}[size], e.line)
 
 
-def _e4_timestamp_bits(r: _Regs, e: IniEntry, p: str) -> None:
+def _e4_timestamp_bits(r: _Regs, e: Item, p: str) -> None:
     size = _choice(e, p, (0, 48, 64))
     r.flag("TRCCONFIGR", 11, size != 0, e.line)
     if size:
         r.field("TRCIDR0", 24, 5, 6 if size == 48 else 8, e.line)
 
 
-def _e4_return_stack(r: _Regs, e: IniEntry, p: str) -> None:
+def _e4_return_stack(r: _Regs, e: Item, p: str) -> None:
     on = _bool(e, p)
     r.flag("TRCCONFIGR", 12, on, e.line)
     if on:
         r.flag("TRCIDR0", 9, True, e.line)
 
 
-def _e4_conditional(r: _Regs, e: IniEntry, p: str) -> None:
+def _e4_conditional(r: _Regs, e: Item, p: str) -> None:
     mode = _conditional(e, p)
     r.field("TRCCONFIGR", 8, 3, mode, e.line)
     if mode:
         r.flag("TRCIDR0", 6, True, e.line)
 
 
-def _e4_commit(r: _Regs, e: IniEntry, p: str) -> None:
+def _e4_commit(r: _Regs, e: Item, p: str) -> None:
     r.flag("TRCIDR0", 29, bool(_choice(e, p, (0, 1))), e.line)
 
 
-def _e4_branch_broadcast(r: _Regs, e: IniEntry, p: str) -> None:
+def _e4_branch_broadcast(r: _Regs, e: Item, p: str) -> None:
     on = _bool(e, p)
     r.flag("TRCCONFIGR", 3, on, e.line)
     if on:
         r.flag("TRCIDR0", 5, True, e.line)
 
 
-def _e4_address_bits(r: _Regs, e: IniEntry, p: str) -> None:
+def _e4_address_bits(r: _Regs, e: Item, p: str) -> None:
     size = _choice(e, p, (32, 64))
     r.field("TRCIDR2", 0, 5, 4 if size == 32 else 8, e.line)
 
 
-def _e4_max_speculation(r: _Regs, e: IniEntry, p: str) -> None:
+def _e4_max_speculation(r: _Regs, e: Item, p: str) -> None:
     r.put("TRCIDR8", 0xFFFFFFFF, parse_int(e.value, what=e.key, path=p, line=e.line), e.line)
 
 
@@ -514,7 +534,7 @@ _REG_KEY = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)\s*(?:\((.*)\))?$")
 _OPTION_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
-def _parse_trace_id(text: str, path: str, line: int) -> int:
+def _parse_trace_id(text: str, path: str, line: int | None) -> int:
     value = parse_int(text, what="trace source ID", path=path, line=line)
     if not 0 <= value <= 0x7F:
         raise SnapshotError(
@@ -523,7 +543,7 @@ def _parse_trace_id(text: str, path: str, line: int) -> int:
     return value
 
 
-def _register_entry(entry: IniEntry, path: str) -> Register:
+def _register_entry(entry: Item, path: str) -> Register:
     m = _REG_KEY.match(entry.key.strip())
     if not m:
         raise SnapshotError(f"malformed register name {entry.key!r}", path=path, line=entry.line)
@@ -540,7 +560,7 @@ def _register_entry(entry: IniEntry, path: str) -> Register:
                 size = parse_int(v, what=f"register {name} size", path=path, line=entry.line)
             elif k.strip().lower() == "id" and v.strip():
                 reg_id = parse_int(v, what=f"register {name} id", path=path, line=entry.line)
-    reg = Register(name, entry.value.strip(), path, entry.line, reg_id, size)
+    reg = Register(name, entry.value.strip(), path, entry.line or 0, reg_id, size)
     _ = reg.value  # a located error now rather than when a decoder reads it
     return reg
 
@@ -557,43 +577,51 @@ def _is_register_key(key: str, family: str) -> bool:
     return bool(base) and base == base.upper() and any(c.isalpha() for c in base)
 
 
-def _trace_section(sec: IniSection, path: str) -> TraceSpec:
-    suffix = sec.name[len("trace_") :].strip() if sec.name.lower().startswith("trace_") else ""
-    trace_id = _parse_trace_id(suffix, path, sec.line)
-    fmt_entry = sec.entry("format")
+def describe_source(section: str, items: list[Item], path: str, line: int | None) -> TraceSpec:
+    """Resolve the items of one trace source (a ``[trace_N]`` section) into a trace source device.
+
+    ``section`` is ``trace_N`` (N the trace ID); ``path`` and ``line`` say
+    where the section is, for errors about the section as a whole. Registers
+    (upper case) are used as given, options (lower case) set the bits of the
+    registers that hold them, and what decoding needs but nobody gave is an
+    :class:`~cstrace.errors.InputError` naming every missing item.
+    """
+    suffix = section[len("trace_") :].strip() if section.lower().startswith("trace_") else ""
+    trace_id = _parse_trace_id(suffix, path, line)
+    fmt_entry = next((e for e in reversed(items) if e.key.strip().lower() == "format"), None)
     if fmt_entry is None or not fmt_entry.value.strip():
         raise SnapshotError(
-            f"[{sec.name}]: missing item 'format' (the trace source architecture, "
+            f"[{section}]: missing item 'format' (the trace source architecture, "
             "e.g. ETM3.5, PFT1.1, ETM4.2, ETE, STM, ITM)",
             path=path,
-            line=sec.line,
+            line=line,
         )
     device_type = _device_type(fmt_entry.value)
     family = family_of(device_type)
     given: dict[str, Register] = {}
-    options: list[tuple[str, IniEntry]] = []
-    items = _ITEMS[family]
-    for e in sec.entries:
+    options: list[tuple[str, Item]] = []
+    known = _ITEMS[family]
+    for e in items:
         low = e.key.strip().lower()
         if low in _DESCRIPTIVE:
             continue
         if _is_register_key(e.key, family):
-            reg = _register_entry(e, path)
+            reg = _register_entry(e, e.path)
             given[reg.name] = reg
             continue
         name = _ALIASES.get(low, low)
-        if name in items:
+        if name in known:
             options.append((name, e))
         elif _OPTION_KEY.match(low):
-            known = ", ".join(sorted(items)) or "none"
+            choices = ", ".join(sorted(known)) or "none"
             raise SnapshotError(
-                f"[{sec.name}]: unknown item {e.key!r} for {device_type} trace "
-                f"(options: {known}; registers are written in upper case)",
-                path=path,
+                f"[{section}]: unknown item {e.key!r} for {device_type} trace "
+                f"(options: {choices}; registers are written in upper case)",
+                path=e.path,
                 line=e.line,
             )
         else:
-            raise SnapshotError(f"[{sec.name}]: malformed item {e.key!r}", path=path, line=e.line)
+            raise SnapshotError(f"[{section}]: malformed item {e.key!r}", path=e.path, line=e.line)
 
     id_reg = _TRACE_ID_REGISTERS.get(family)
     if id_reg is not None and id_reg[0] in given:
@@ -601,7 +629,7 @@ def _trace_section(sec: IniSection, path: str) -> TraceSpec:
         reg_id = (reg.value >> id_reg[1]) & 0x7F
         if reg_id != trace_id:
             raise SnapshotError(
-                f"[{sec.name}]: register {reg.name} gives trace ID {reg_id:#x}, "
+                f"[{section}]: register {reg.name} gives trace ID {reg_id:#x}, "
                 f"but the section is for trace ID {trace_id:#x}",
                 path=path,
                 line=reg.line,
@@ -610,12 +638,12 @@ def _trace_section(sec: IniSection, path: str) -> TraceSpec:
     regs = _Regs(given, _baseline(family, fmt_entry.value, trace_id))
     seen: set[str] = set()
     for name, e in options:
-        items[name].apply(regs, e, path)
+        known[name].apply(regs, e, e.path)
         seen.add(name)
 
     missing = [
         name
-        for name, item in items.items()
+        for name, item in known.items()
         if item.required and name not in seen and not item.satisfied(regs)
     ]
     if (
@@ -629,13 +657,13 @@ def _trace_section(sec: IniSection, path: str) -> TraceSpec:
     if missing:
         needs = ", ".join(missing)
         raise SnapshotError(
-            f"[{sec.name}]: {device_type} trace cannot be decoded without "
+            f"[{section}]: {device_type} trace cannot be decoded without "
             f"{'item' if len(missing) == 1 else 'items'} {needs} "
             f"(give {'it' if len(missing) == 1 else 'them'} as "
             f"{'an option' if len(missing) == 1 else 'options'} or through the "
             f"{'register that holds it' if len(missing) == 1 else 'registers that hold them'})",
             path=path,
-            line=sec.line,
+            line=line,
         )
 
     # Registers given alone are used as they are (a snapshot converted to metadata keeps
@@ -655,18 +683,22 @@ def _trace_section(sec: IniSection, path: str) -> TraceSpec:
     for name in names:
         if name in given and name not in regs.changed:
             continue
-        line = regs.changed.get(name, sec.line)
+        reg_line = regs.changed.get(name, line)
         old = given.get(name)
         registers[name] = Register(
             name,
             f"0x{regs.get(name):08X}",
             path,
-            line,
+            reg_line or 0,
             old.reg_id if old else None,
             old.size if old else 32,
         )
 
-    dev_name = (sec.get("name") or "").strip() or sec.name
+    def get(key: str) -> str | None:
+        found = [e for e in items if e.key.strip().lower() == key]
+        return found[-1].value if found else None
+
+    dev_name = (get("name") or "").strip() or section
     device = Device(
         name=dev_name,
         device_class="trace_source",
@@ -675,15 +707,15 @@ def _trace_section(sec: IniSection, path: str) -> TraceSpec:
         path=path,
         registers=registers,
     )
-    core_type = (sec.get("core") or "").strip() or None
-    core_name = (sec.get("core_name") or "").strip() or None
-    buffers_text = sec.get("buffers")
+    core_type = (get("core") or "").strip() or None
+    core_name = (get("core_name") or "").strip() or None
+    buffers_text = get("buffers")
     buffers = (
         [b.strip() for b in buffers_text.split(",") if b.strip()]
         if buffers_text is not None
         else None
     )
-    return TraceSpec(trace_id, device, core_type, core_name, buffers, sec.line)
+    return TraceSpec(trace_id, device, core_type, core_name, buffers, line or 0)
 
 
 def parse_metadata_text(text: str, path: str = "<metadata>") -> IniFile:
@@ -745,7 +777,8 @@ def metadata_from_ini(ini: IniFile) -> TraceMetadata:
                 path=path,
                 line=s.line,
             )
-        spec = _trace_section(s, path)
+        entries = [Item(e.key, e.value, path, e.line) for e in s.entries]
+        spec = describe_source(s.name, entries, path, s.line)
         if meta.trace(spec.trace_id) is not None:
             raise SnapshotError(
                 f"trace source ID {spec.trace_id:#x} is described twice; use one "
@@ -768,27 +801,29 @@ def metadata_from_ini(ini: IniFile) -> TraceMetadata:
 # --- writing ------------------------------------------------------------------------------
 
 
-def _register_key(reg: Register) -> str:
-    extra = []
-    if reg.reg_id is not None:
-        extra.append(f"id:{reg.reg_id:#x}")
-    if reg.size != 32:
-        extra.append(f"size:{reg.size}")
-    return f"{reg.name}({', '.join(extra)})" if extra else reg.name
+def trace_id_of(source: Source) -> int | None:
+    """The CoreSight trace ID of a trace source, from its trace ID register (None if unknown)."""
+    where = _TRACE_ID_REGISTERS.get(family_of(source.source_type))
+    if where is None:
+        return None
+    value = source.registers.get(where[0])
+    if value is None:
+        return None
+    return (value >> where[1]) & 0x7F
 
 
 def format_metadata(
     buffer_format: str,
-    sources: list[tuple[Device, Device | None, list[str] | None]],
+    sources: list[tuple[Source, list[str] | None]],
     *,
     vendor: str = "",
     component: str = "",
     comment: str = "",
 ) -> str:
-    """Metadata text for ``sources``: (trace source device, its core, buffers it feeds or None).
+    """Metadata text for ``sources``: (trace source, the buffers it feeds or None for all).
 
-    Registers are written as they are, so that the metadata describes exactly
-    the configuration of the devices. Sources whose trace ID cannot be found
+    Every register of each source is written as it is, so that the metadata
+    describes exactly its configuration. Sources whose trace ID cannot be found
     from their registers are refused.
     """
     lines: list[str] = []
@@ -801,25 +836,25 @@ def format_metadata(
     if component:
         lines.append(f"component: {component}")
     lines.append(f"format: {buffer_format}")
-    for dev, core, buffers in sources:
-        tid = source_trace_id(dev)
+    for src, buffers in sources:
+        tid = trace_id_of(src)
         if tid is None:
-            where = trace_id_register(family_of(dev.device_type))
+            where = trace_id_register(family_of(src.source_type))
             what = f"register {where[0]}" if where else "a known trace ID register"
             raise SnapshotError(
-                f"trace source {dev.name!r} ({dev.device_type}) has no {what}: "
+                f"trace source {src.name!r} ({src.source_type}) has no {what}: "
                 "its trace ID is unknown",
-                path=dev.path,
+                path=src.origin.path or None,
             )
         lines.append("")
         lines.append(f"[trace_{tid:#04x}]")
-        lines.append(f"format: {dev.device_type}")
-        lines.append(f"name: {dev.name}")
-        if core is not None:
-            lines.append(f"core: {core.device_type}")
-            lines.append(f"core_name: {core.name}")
+        lines.append(f"format: {src.source_type}")
+        lines.append(f"name: {src.name}")
+        if src.core_name is not None:
+            lines.append(f"core: {src.core}")
+            lines.append(f"core_name: {src.core_name}")
         if buffers is not None:
             lines.append(f"buffers: {', '.join(buffers)}")
-        for reg in dev.registers.values():
-            lines.append(f"{_register_key(reg)} = {reg.text}")
+        for name, value in src.registers.items():
+            lines.append(f"{name} = 0x{value:08X}")
     return "\n".join(lines) + "\n"

@@ -1,0 +1,84 @@
+"""Program images, memory contents and an event log named on the command line, added to a trace.
+
+Input: a :class:`~cstrace.trace.Trace` from any adapter and :class:`Extras`
+(``--image FILE[@BASE]``, ``--memory FILE@ADDRESS``, ``--events LOG``,
+``--contextidr pid|asid|tid``). Output: the same trace with those added
+(:func:`add_extras`): images are mapped for every core, memory contents are
+seen by every core, the event log replaces any the trace had.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from cstrace.errors import SnapshotError
+from cstrace.inputs.files import PathBlob
+from cstrace.memory.events import CONTEXTIDR_MODES, parse_event_log
+from cstrace.parsing import parse_int
+from cstrace.trace import Dump, Image, Origin, Trace
+
+__all__ = ["Extras", "add_extras"]
+
+_CLI = Origin("command line")
+
+
+@dataclass
+class Extras:
+    """Images, memory, event log and CONTEXTIDR convention named on the command line."""
+
+    images: list[str] = field(default_factory=list)
+    """``FILE`` or ``FILE@BASE``."""
+    memory: list[str] = field(default_factory=list)
+    """``FILE@ADDRESS``."""
+    events: str | None = None
+    contextidr: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.images or self.memory or self.events or self.contextidr)
+
+
+def _split_at(text: str, what: str) -> tuple[str, int | None]:
+    """``FILE@ADDRESS`` → (FILE, ADDRESS); the address is optional."""
+    name, sep, addr = text.rpartition("@")
+    if not sep or not name:
+        return text, None
+    return name, parse_int(addr, what=f"{what} address", path="command line", line=None)
+
+
+def add_extras(trace: Trace, extras: Extras) -> Trace:
+    """``trace`` with the images, memory and event log of ``extras`` added."""
+    if not extras:
+        return trace
+    images = list(trace.images)
+    for text in extras.images:
+        name, base = _split_at(text, "image")
+        blob = PathBlob(name)
+        if not blob.exists():
+            raise SnapshotError("image file not found", path=name)
+        images.append(Image(blob, Path(name).name, base, origin=_CLI))
+    dumps = list(trace.dumps)
+    for text in extras.memory:
+        name, address = _split_at(text, "memory")
+        if address is None:
+            raise SnapshotError(
+                f"--memory {text!r}: give the address the contents go to, as FILE@ADDRESS"
+            )
+        blob = PathBlob(name)
+        if not blob.exists():
+            raise SnapshotError("memory file not found", path=name)
+        dumps.append(Dump(blob, address, origin=_CLI))
+    events = trace.events
+    if extras.events is not None:
+        blob = PathBlob(extras.events)
+        if not blob.exists():
+            raise SnapshotError("event log not found", path=extras.events)
+        events = parse_event_log(blob.read(), extras.events)
+    contextidr = trace.contextidr
+    if extras.contextidr is not None:
+        if extras.contextidr not in CONTEXTIDR_MODES:
+            raise SnapshotError(
+                f"contextidr {extras.contextidr!r} is not one of {', '.join(CONTEXTIDR_MODES)}"
+            )
+        contextidr = extras.contextidr
+    return replace(trace, images=images, dumps=dumps, events=events, contextidr=contextidr)

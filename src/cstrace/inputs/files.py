@@ -1,0 +1,239 @@
+"""Safe access to the files of a snapshot or package, and files as :class:`~cstrace.trace.Blob`.
+
+Every path named inside a metadata file is resolved against the folder the user
+gave, and refused if it would lead outside it (``..``, absolute paths, symbolic
+links pointing elsewhere). :class:`FileTree` is the one door through which the
+input readers touch the file system, so a ZIP package (:mod:`.zipfiles`)
+provides the same interface. :class:`TreeBlob` is one file of a tree as the
+:class:`~cstrace.trace.Trace` model sees it; :class:`PathBlob` a file the user
+named on the command line; :class:`BytesBlob` bytes already in memory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path, PurePosixPath
+from typing import Protocol
+
+from cstrace.errors import SnapshotError
+
+__all__ = ["BytesBlob", "DirTree", "FileTree", "PathBlob", "TreeBlob", "safe_relative"]
+
+
+def safe_relative(name: str, *, path: str, line: int | None) -> PurePosixPath:
+    """Check that ``name`` is a relative path that stays inside its folder."""
+    text = name.strip().replace("\\", "/")
+    if not text:
+        raise SnapshotError("empty file name", path=path, line=line)
+    pure = PurePosixPath(text)
+    if pure.is_absolute() or (len(text) > 1 and text[1] == ":"):
+        raise SnapshotError(f"absolute path {name!r} refused", path=path, line=line)
+    depth = 0
+    for part in pure.parts:
+        if part == "..":
+            depth -= 1
+        elif part not in ("", "."):
+            depth += 1
+        if depth < 0:
+            raise SnapshotError(
+                f"path {name!r} leads outside the snapshot folder; refused", path=path, line=line
+            )
+    return pure
+
+
+class FileTree(Protocol):
+    """Read-only access to the files of a snapshot or package, by relative path."""
+
+    def display(self, rel: PurePosixPath | str) -> str:
+        """How to name this file in messages."""
+        ...
+
+    def exists(self, rel: PurePosixPath) -> bool:
+        """Whether the file exists."""
+        ...
+
+    def size(self, rel: PurePosixPath) -> int:
+        """Size of the file in bytes."""
+        ...
+
+    def read_bytes(self, rel: PurePosixPath, offset: int = 0, length: int | None = None) -> bytes:
+        """Read ``length`` bytes (all by default) from ``offset``."""
+        ...
+
+
+class DirTree:
+    """A snapshot folder on disk."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._real_root = Path(os.path.realpath(root))
+
+    def display(self, rel: PurePosixPath | str) -> str:
+        """How to name this file in messages."""
+        return str(self.root / str(rel))
+
+    def _real(self, rel: PurePosixPath) -> Path:
+        real = Path(os.path.realpath(self.root / str(rel)))
+        if real != self._real_root and self._real_root not in real.parents:
+            raise SnapshotError(
+                "path leads outside the snapshot folder (through a link); refused",
+                path=self.display(rel),
+            )
+        return real
+
+    def exists(self, rel: PurePosixPath) -> bool:
+        """Whether the file exists (and is a regular file inside the folder)."""
+        return self._real(rel).is_file()
+
+    def size(self, rel: PurePosixPath) -> int:
+        """Size of the file in bytes."""
+        try:
+            return self._real(rel).stat().st_size
+        except OSError as exc:
+            raise SnapshotError(f"cannot read: {exc.strerror}", path=self.display(rel)) from None
+
+    def read_bytes(self, rel: PurePosixPath, offset: int = 0, length: int | None = None) -> bytes:
+        """Read ``length`` bytes (all by default) from ``offset``."""
+        return _read_file(self._real(rel), self.display(rel), offset, length)
+
+
+def _read_file(p: Path, shown: str, offset: int, length: int | None) -> bytes:
+    try:
+        with open(p, "rb") as f:
+            if offset:
+                f.seek(offset)
+            if length is None:
+                return f.read()
+            # Never ask for more than the file holds: a huge declared length must not
+            # allocate a huge buffer.
+            size = os.fstat(f.fileno()).st_size
+            return f.read(max(0, min(length, size - offset)))
+    except FileNotFoundError:
+        raise SnapshotError("file not found", path=shown) from None
+    except IsADirectoryError:
+        raise SnapshotError("is a directory, expected a file", path=shown) from None
+    except OSError as exc:
+        raise SnapshotError(f"cannot read: {exc.strerror}", path=shown) from None
+
+
+def _blocks_of(read: Callable[[int, int], bytes], size: int, block_size: int) -> Iterator[bytes]:
+    offset = 0
+    while offset < size:
+        chunk = read(offset, min(block_size, size - offset))
+        if not chunk:
+            break
+        yield chunk
+        offset += len(chunk)
+
+
+class TreeBlob:
+    """One file of a :class:`FileTree` (a snapshot folder, a ZIP archive), read when needed."""
+
+    __slots__ = ("rel", "tree")
+
+    def __init__(self, tree: FileTree, rel: PurePosixPath) -> None:
+        self.tree = tree
+        self.rel = rel
+        """The file's path inside its tree."""
+
+    @property
+    def name(self) -> str:
+        """How to name the file in messages."""
+        return self.tree.display(self.rel)
+
+    def exists(self) -> bool:
+        """Whether the tree holds the file."""
+        return self.tree.exists(self.rel)
+
+    def size(self) -> int:
+        """Size in bytes."""
+        return self.tree.size(self.rel)
+
+    def read(self, offset: int = 0, length: int | None = None) -> bytes:
+        """``length`` bytes (all by default) from ``offset``."""
+        if length is not None:
+            length = max(0, min(length, self.size() - offset))
+        return self.tree.read_bytes(self.rel, offset, length)
+
+    def blocks(self, block_size: int) -> Iterator[bytes]:
+        """The file in consecutive blocks (one decompression pass for a ZIP member)."""
+        sequential = getattr(self.tree, "iter_blocks", None)
+        if sequential is not None:
+            yield from sequential(self.rel, block_size)
+            return
+        yield from _blocks_of(self.read, self.size(), block_size)
+
+    def __repr__(self) -> str:
+        return f"TreeBlob({self.name!r})"
+
+
+class PathBlob:
+    """A file the user named (on the command line or through the API): a trusted path."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    @property
+    def name(self) -> str:
+        """The path as given."""
+        return str(self.path)
+
+    def exists(self) -> bool:
+        """Whether the path names a regular file."""
+        return self.path.is_file()
+
+    def size(self) -> int:
+        """Size in bytes."""
+        try:
+            return self.path.stat().st_size
+        except OSError as exc:
+            raise SnapshotError(f"cannot read: {exc.strerror}", path=self.name) from None
+
+    def read(self, offset: int = 0, length: int | None = None) -> bytes:
+        """``length`` bytes (all by default) from ``offset``."""
+        return _read_file(self.path, self.name, offset, length)
+
+    def blocks(self, block_size: int) -> Iterator[bytes]:
+        """The file in consecutive blocks."""
+        yield from _blocks_of(self.read, self.size(), block_size)
+
+    def __repr__(self) -> str:
+        return f"PathBlob({self.name!r})"
+
+
+class BytesBlob:
+    """Bytes already in memory, as a file named ``name``."""
+
+    __slots__ = ("_data", "_name")
+
+    def __init__(self, data: bytes, name: str = "<bytes>") -> None:
+        self._data = bytes(data)
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        """The name given."""
+        return self._name
+
+    def exists(self) -> bool:
+        """Always there."""
+        return True
+
+    def size(self) -> int:
+        """Size in bytes."""
+        return len(self._data)
+
+    def read(self, offset: int = 0, length: int | None = None) -> bytes:
+        """``length`` bytes (all by default) from ``offset``."""
+        end = len(self._data) if length is None else offset + max(0, length)
+        return self._data[offset:end]
+
+    def blocks(self, block_size: int) -> Iterator[bytes]:
+        """The bytes in consecutive blocks."""
+        yield from _blocks_of(self.read, len(self._data), block_size)
+
+    def __repr__(self) -> str:
+        return f"BytesBlob({self._name!r}, {len(self._data)} bytes)"
