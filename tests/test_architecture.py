@@ -1,0 +1,149 @@
+"""The layering of ``src/cstrace``: no import cycles, and the core never imports the containers.
+
+The import graph is built from the source's syntax trees, imports inside
+functions included. ``import a.b`` and ``from a import b`` are edges to module
+``a.b`` (or to package ``a`` when ``b`` is not a module of it); the implicit
+import of parent packages is not an edge, so ``cstrace/__init__.py``, which
+re-exports the public API, does not count as imported by every module.
+
+Rules (``../shared/DESIGN.md`` §2):
+
+- no cycles at all;
+- ``protocols/``, ``memory/``, ``capture/`` and ``isa/`` import nothing from
+  the input adapters (``cstrace.inputs``) and nothing from the layers above
+  them (``decode``, ``api``, ``cli``, ``render``);
+- nothing below the CLI imports the CLI, and the library never prints.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PKG = SRC / "cstrace"
+
+CORE = ("cstrace.protocols", "cstrace.memory", "cstrace.capture", "cstrace.isa")
+CONTAINERS = ("cstrace.inputs",)
+ABOVE_CORE = ("cstrace.decode", "cstrace.api", "cstrace.cli", "cstrace.render")
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(SRC).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in PKG.rglob("*.py")}
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The cstrace modules ``name`` imports anywhere in its file."""
+    tree = ast.parse(path.read_text(), str(path))
+    is_pkg = path.name == "__init__.py"
+    package = name if is_pkg else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                out.add(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                if node.level > 1:
+                    base = base[: -(node.level - 1)]
+                mod = ".".join([*base, node.module] if node.module else base)
+            else:
+                mod = node.module or ""
+            for alias in node.names:
+                full = f"{mod}.{alias.name}"
+                out.add(full if full in known else mod)
+    return {m for m in out if m in known and m != name}
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    known = set(mods)
+    return {name: imports_of(name, path, known) for name, path in mods.items()}
+
+
+def find_cycle(g: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``g`` (as a list of modules, first repeated last), or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(g[n]):
+            if state.get(m) == 1:
+                return [*stack[stack.index(m) :], m]
+            if m not in state:
+                found = visit(m)
+                if found:
+                    return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(g):
+        if n not in state:
+            found = visit(n)
+            if found:
+                return found
+    return None
+
+
+def under(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def test_the_graph_sees_imports_inside_functions() -> None:
+    g = graph()
+    assert "cstrace.protocols.etmv4.decoder" in g["cstrace.protocols.etmv4"]
+    # cli imports its renderers inside a function
+    assert "cstrace.render.ocsd" in g["cstrace.cli"]
+
+
+def test_no_import_cycles() -> None:
+    cycle = find_cycle(graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_a_cycle_is_found_when_there_is_one() -> None:
+    g = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}
+    assert find_cycle(g) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+@pytest.mark.parametrize("layer", CORE)
+def test_the_core_does_not_import_containers_or_upper_layers(layer: str) -> None:
+    bad = {
+        (name, m)
+        for name, deps in graph().items()
+        if under(name, (layer,))
+        for m in deps
+        if under(m, CONTAINERS + ABOVE_CORE)
+    }
+    assert not bad, sorted(bad)
+
+
+def test_only_the_cli_prints() -> None:
+    offenders = []
+    for name, path in modules().items():
+        if name == "cstrace.cli":
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "print"
+            ):
+                offenders.append(f"{name}:{node.lineno}")
+    assert not offenders, offenders
