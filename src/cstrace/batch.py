@@ -516,9 +516,11 @@ class ElementBatch:
     def __iter__(self) -> Iterator[Element]:
         """Element objects made from the rows, in order.
 
-        Objects are made type by type, a whole batch's worth at a time
-        (column slices go to Python lists with ``tolist``); iterating does not
-        hold the objects of rows already handed out.
+        Objects are made type by type (each type's column slices go to
+        Python lists with ``tolist``, then to the class's constructor with
+        ``map``): a batch of one type makes them as they are asked for, a batch
+        of several types makes all of them first and hands them out in row
+        order.
         """
         types = self._columns["type"]
         n = len(types)
@@ -531,8 +533,13 @@ class ElementBatch:
                 raise ValueError(f"batch row of unknown element type {t}")
         if len(present) == 1:
             return self._make(present[0], slice(None))
-        nexts = {t: self._make(t, np.flatnonzero(types == t)).__next__ for t in present}
-        return (nexts[t]() for t in types.tolist())
+        order = np.argsort(types, kind="stable")  # rows by type, in stream order within each
+        made: list[Element] = []
+        for t in present:
+            made.extend(self._make(t, order[len(made) : len(made) + counts[t]]))
+        rank = np.empty(n, np.intp)
+        rank[order] = np.arange(n)
+        return map(made.__getitem__, rank.tolist())
 
     def _make(self, t: int, where: slice | Column) -> Iterator[Element]:
         """Element objects of the rows ``where``, all of type ``t``."""
