@@ -82,7 +82,8 @@ def first_difference(got: list[Element], want: list[Element]) -> str | None:
         for i, (g, w) in enumerate(zip(got, want, strict=True))
         if fingerprint(g) != fingerprint(w)
     )
-    return f"element {i}: {got[i]!r} instead of {want[i]!r} ({fingerprint(got[i])[2]})"
+    g, w = fingerprint(got[i]), fingerprint(want[i])
+    return f"element {i}: {got[i]!r} {g[1]} instead of {want[i]!r} {w[1]}"
 
 
 @pytest.mark.corpus

@@ -407,9 +407,8 @@ def test_a_value_that_does_not_fit_appends_no_row(
         getattr(builder, method)(*args)
     assert len(builder) == 1
     builder.eo_trace(9)
-    assert_identical(builder.flush().to_elements(), [NoSync(0), EoTrace(9)])
-    builder.append(sample_elements()[9])
-    assert_identical(builder.flush().to_elements(), [sample_elements()[9]])
+    builder.extend(sample_elements())  # rows of every type, the failed one's too
+    assert_identical(builder.flush().to_elements(), [NoSync(0), EoTrace(9), *sample_elements()])
 
 
 def test_trace_id_must_fit_its_column() -> None:
