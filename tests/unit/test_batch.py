@@ -55,6 +55,7 @@ from cstrace.elements import (
     UnsyncReason,
 )
 from cstrace.errors import DiagCode, DiagKind, Severity
+from tests.conftest import ROOT
 
 U64 = 2**64 - 1
 U32 = 2**32 - 1
@@ -194,6 +195,18 @@ def test_schema_is_one_table() -> None:
     fields -= {"context", "data"}  # flattened; data goes to `objects` (the `obj` column)
     assert fields <= set(names)
     assert SCHEMA_VERSION == 1
+
+
+def test_the_docs_table_is_the_schema() -> None:
+    """docs/api.md lists every column, in order, as SCHEMA says (regenerate it from here)."""
+    want = ["| column | dtype | holds |", "|---|---|---|"]
+    want += [f"| `{s.name}` | {s.dtype} | {s.doc} |" for s in SCHEMA]
+    lines = (ROOT / "docs" / "api.md").read_text(encoding="utf-8").splitlines()
+    start = lines.index(want[0])
+    got = lines[start : start + len(want) + 1]
+    assert got == [*want, ""], "docs/api.md, the table of batch columns, should be:\n" + "\n".join(
+        want
+    )
 
 
 def test_builder_methods_take_the_element_fields_in_order() -> None:
