@@ -227,6 +227,12 @@ class _Lookup(dict[int, object]):
     def __init__(self, enum: type[IntEnum] | type[IntFlag]) -> None:
         super().__init__((int(m), m) for m in enum)
         self.enum = enum
+        # Every number from the least member to the greatest (to 0xFF for flags), as an
+        # object array: a whole column is restored by one NumPy gather.
+        flags = issubclass(enum, IntFlag)
+        self.low = 0 if flags else min(self)
+        high = 0xFF if flags else max(self)
+        self.table = np.array([self[v] for v in range(self.low, high + 1)], dtype=object)
 
     def __missing__(self, key: int) -> object:
         try:
@@ -235,6 +241,29 @@ class _Lookup(dict[int, object]):
             value = key
         self[key] = value
         return value
+
+    def restore(self, column: Column) -> list[object]:
+        """The members (or numbers) of a column of numbers."""
+        if len(column) == 0:
+            return []
+        index = column.astype(np.intp) - self.low
+        if index.min() >= 0 and index.max() < len(self.table):
+            members: list[object] = self.table[index].tolist()
+            return members
+        return list(map(self.__getitem__, column.tolist()))
+
+
+def _optional(values: Column, valid: Column) -> list[object]:
+    """The numbers of ``values``, None where ``valid`` is False."""
+    if valid.all():
+        out: list[object] = values.tolist()
+        return out
+    if not valid.any():
+        return [None] * len(values)
+    mixed = values.astype(object)
+    mixed[~valid] = None
+    out = mixed.tolist()
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -516,11 +545,9 @@ class ElementBatch:
     def __iter__(self) -> Iterator[Element]:
         """Element objects made from the rows, in order.
 
-        Objects are made type by type (each type's column slices go to
-        Python lists with ``tolist``, then to the class's constructor with
-        ``map``): a batch of one type makes them as they are asked for, a batch
-        of several types makes all of them first and hands them out in row
-        order.
+        Each type's column slices go to Python lists (``tolist``) when
+        iteration starts; the objects are made as they are asked for, by the
+        class's constructor, and not kept.
         """
         types = self._columns["type"]
         n = len(types)
@@ -533,26 +560,22 @@ class ElementBatch:
                 raise ValueError(f"batch row of unknown element type {t}")
         if len(present) == 1:
             return self._make(present[0], slice(None))
-        order = np.argsort(types, kind="stable")  # rows by type, in stream order within each
-        made: list[Element] = []
-        for t in present:
-            made.extend(self._make(t, order[len(made) : len(made) + counts[t]]))
-        rank = np.empty(n, np.intp)
-        rank[order] = np.arange(n)
-        return map(made.__getitem__, rank.tolist())
+        # One lazy iterator per type; each row takes the next object of its type's (all in C).
+        made = {t: self._make(t, np.flatnonzero(types == t)) for t in present}
+        return map(next, map(made.__getitem__, types.tolist()))
 
     def _make(self, t: int, where: slice | Column) -> Iterator[Element]:
         """Element objects of the rows ``where``, all of type ``t``."""
         layout = _LAYOUTS[t]
         cols: list[list[Any]] = []
         for f in layout.fields:
-            values: list[Any] = self._columns[f.column][where].tolist()
+            column = self._columns[f.column][where]
             if f.optional:
-                valid = self._columns[f.column + "_valid"][where].tolist()
-                values = [v if ok else None for v, ok in zip(values, valid, strict=True)]
-            if f.lookup is not None:
-                values = list(map(f.lookup.__getitem__, values))
-            cols.append(values)
+                cols.append(_optional(column, self._columns[f.column + "_valid"][where]))
+            elif f.lookup is not None:
+                cols.append(f.lookup.restore(column))
+            else:
+                cols.append(column.tolist())
         if t == ElemType.CUSTOM:
             objects = self.objects
             cols[1] = [objects[i] if i >= 0 else None for i in cols[1]]
