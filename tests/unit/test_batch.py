@@ -291,10 +291,15 @@ def test_builder_keeps_plain_numbers_and_gives_enums_back() -> None:
 
 
 def test_numbers_outside_an_enum_come_back_as_numbers() -> None:
-    elem = InstrRange(1, 2, 3, 4, 77, False, 4, 99)  # type: ignore[arg-type]
-    (back,) = ElementBatch.from_elements([elem], 0).to_elements()
-    assert back == elem
-    assert back.isa == 77 and back.last_type == 99  # type: ignore[attr-defined]
+    odd = InstrRange(1, 2, 3, 4, 77, False, 4, 99)  # type: ignore[arg-type]
+    usual = InstrRange(5, 6, 7, 8, Isa.A64, False, 4, InstrType.BR)
+    diag = Diagnostic(9, 1, 0xFFFF, DiagKind.BAD_PACKET)  # type: ignore[arg-type]
+    elems = [odd, usual, diag]
+    back = ElementBatch.from_elements(elems, 0).to_elements()
+    assert back == elems
+    assert type(back[0].isa) is int and type(back[0].last_type) is int  # type: ignore[attr-defined]
+    assert type(back[1].isa) is Isa and type(back[1].last_type) is InstrType  # type: ignore[attr-defined]
+    assert type(back[2].code) is int and type(back[2].kind) is DiagKind  # type: ignore[attr-defined]
 
 
 # --- the columns -----------------------------------------------------------------------------
