@@ -439,7 +439,8 @@ class ElementBatch:
     length); ``objects`` holds the ``data`` of ``CUSTOM`` rows. Batches are
     made by a :class:`BatchBuilder`, :meth:`from_elements`, :func:`iter_batches`
     or :meth:`concat`; the constructor takes columns that keep the contract
-    of the module docstring, and checks their names, dtypes and lengths.
+    of the module docstring (without copying them), and checks their names,
+    dtypes and lengths. Batches pickle (to cross process pools).
     """
 
     __slots__ = ("_columns", "objects")
@@ -506,6 +507,10 @@ class ElementBatch:
 
     def __len__(self) -> int:
         return len(self._columns["type"])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle (for process pools) as columns and objects; read-only again when unpickled."""
+        return (_unpickle, (dict(self._columns), self.objects))
 
     def __repr__(self) -> str:
         ids = np.unique(self._columns["trace_id"]).tolist()
@@ -623,6 +628,10 @@ class ElementBatch:
             "cstrace.elem_types": json.dumps({int(t): t.name for t in ElemType}),
         }
         return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=metadata))
+
+
+def _unpickle(columns: dict[str, Column], objects: list[object]) -> ElementBatch:
+    return ElementBatch._trusted(columns, objects)
 
 
 def _readonly(columns: dict[str, Column]) -> dict[str, Column]:

@@ -9,6 +9,7 @@ from their defaults, flag combinations of ``MemSpace``, ``ExLevel.UNKNOWN`` (-1)
 from __future__ import annotations
 
 import inspect
+import pickle
 import random
 from typing import Any
 
@@ -356,6 +357,14 @@ def test_columns_are_read_only() -> None:
         batch["start"][0] = 1
     with pytest.raises(TypeError):
         batch.columns["start"] = np.zeros(len(batch), np.uint64)  # type: ignore[index]
+
+
+def test_batches_pickle() -> None:
+    batch = ElementBatch.from_elements(sample_elements(), TRACE_ID)
+    again = pickle.loads(pickle.dumps(batch))
+    assert again.equals(batch)
+    assert not again["start"].flags.writeable
+    assert_identical(again.to_elements(), sample_elements())
 
 
 def test_to_numpy_is_one_record_per_row() -> None:
