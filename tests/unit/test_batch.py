@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import cstrace
 from cstrace.batch import SCHEMA, SCHEMA_VERSION, BatchBuilder, ElementBatch, iter_batches
 from cstrace.elements import (
     AddrNacc,
@@ -301,6 +302,25 @@ def test_numbers_outside_an_enum_come_back_as_numbers() -> None:
     assert type(back[0].isa) is int and type(back[0].last_type) is int  # type: ignore[attr-defined]
     assert type(back[1].isa) is Isa and type(back[1].last_type) is InstrType  # type: ignore[attr-defined]
     assert type(back[2].code) is int and type(back[2].kind) is DiagKind  # type: ignore[attr-defined]
+
+
+EXAMPLES = [
+    "etm_demo",
+    "stm_demo",
+    *(f"classic/{p.name}" for p in (ROOT / "examples" / "classic").iterdir() if p.is_dir()),
+]
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
+def test_the_shipped_examples_round_trip(example: str) -> None:
+    """Real decoder output (ETMv1 data trace is CUSTOM elements with dicts) through batches."""
+    pairs = list(cstrace.iter_elements(ROOT / "examples" / example))
+    assert pairs
+    for trace_id in {t for t, _ in pairs}:
+        elems = [e for t, e in pairs if t == trace_id]
+        batch = ElementBatch.from_elements(elems, trace_id)
+        assert_identical(batch.to_elements(), elems)
+        assert ElementBatch.from_elements(batch.to_elements(), trace_id).equals(batch)
 
 
 # --- the columns -----------------------------------------------------------------------------
