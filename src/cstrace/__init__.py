@@ -23,6 +23,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from cstrace.api import iter_elements, open_trace
+from cstrace.batch import BatchBuilder, ElementBatch, iter_batches
 from cstrace.capture import Demux, Stream, demux
 from cstrace.decode import BufferDecode, Session, SourceRun
 from cstrace.elements import *  # noqa: F403 - the element model is public
@@ -31,7 +32,12 @@ from cstrace.errors import (
     CaptureError,
     ConfigError,
     CstraceError,
+    DiagCode,
+    DiagKind,
     InputError,
+    Issue,
+    IssueKind,
+    Severity,
     SnapshotError,
 )
 from cstrace.inputs import detect_capture, read_snapshot
@@ -39,6 +45,7 @@ from cstrace.protocols import DecodeOptions
 from cstrace.trace import Buffer, Source, Trace
 
 __all__ = [
+    "BatchBuilder",
     "Buffer",
     "BufferDecode",
     "CaptureError",
@@ -46,8 +53,14 @@ __all__ = [
     "CstraceError",
     "DecodeOptions",
     "Demux",
+    "DiagCode",
+    "DiagKind",
+    "ElementBatch",
     "Session",
+    "Severity",
     "InputError",
+    "Issue",
+    "IssueKind",
     "SnapshotError",
     "Source",
     "SourceRun",
@@ -56,6 +69,7 @@ __all__ = [
     "__version__",
     "demux",
     "detect_capture",
+    "iter_batches",
     "iter_elements",
     "open_trace",
     "read_snapshot",

@@ -2,7 +2,7 @@
 
 Input: a :class:`~cstrace.trace.Trace` (from any input adapter) and the names
 of the buffers to decode; output: one :class:`SourceRun` per trace source in
-each buffer, whose ``packets()`` and ``elements()`` are lazy.
+each buffer, whose ``packets()``, ``elements()`` and ``batches()`` are lazy.
 
 Each source's protocol is configured from its registers (``from_registers``);
 its decoder reads code through the source's code memory
@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from cstrace.batch import ElementBatch, iter_batches
 from cstrace.capture import SINGLE_SOURCE_FORMATS, CaptureIssue, Demux, Stream, demux
 from cstrace.capture.formatter import EMPTY_BLOCK_STOP, FRAME_SIZE
 from cstrace.capture.lazy import LazyStream, find_empty_block_stop
@@ -65,6 +66,10 @@ class SourceRun:
         # still follows trace time from the elements that pass here.
         observe = getattr(self.context.memory, "observe", None)
         return elements if observe is None else observe(elements)
+
+    def batches(self, size: int = 65536) -> Iterator[ElementBatch]:
+        """The elements as columnar batches of at most ``size`` rows (:mod:`cstrace.batch`)."""
+        return iter_batches(self.elements(), self.trace_id, size)
 
 
 @dataclass
