@@ -543,7 +543,7 @@ def read_pheader(d: bytes, p: int, end: int, index: int, st: ReaderState) -> Pac
     return PHeader(index, _RAW1[h], st.fmt, count, atoms, cycles, valid, st.isa)
 
 
-def read_branch(d: bytes, p: int, end: int, index: int, st: ReaderState) -> Result:
+def read_branch(d: bytes, p: int, end: int, index: int, st: ReaderState) -> BranchAddress | None:
     """Branch address (§7.3.3): up to 5 address bytes, then exception information bytes."""
     q = p + 1 if not d[p] & 0x80 else _branch_end(d, p, end, st.alt)
     if q < 0:
@@ -639,7 +639,7 @@ def read_isync_cycle(d: bytes, p: int, end: int, index: int, st: ReaderState) ->
     return pkt
 
 
-def read_cycle_count(d: bytes, p: int, end: int, index: int, st: ReaderState) -> Result:
+def read_cycle_count(d: bytes, p: int, end: int, index: int, st: ReaderState) -> CycleCount | None:
     """Cycle count (§7.3.2): 1-5 bytes."""
     count, q = _cycle_count(d, p + 1, end)
     if q < 0:
@@ -648,7 +648,7 @@ def read_cycle_count(d: bytes, p: int, end: int, index: int, st: ReaderState) ->
     return CycleCount(index, d[p:q], count)
 
 
-def read_timestamp(d: bytes, p: int, end: int, index: int, st: ReaderState) -> Result:
+def read_timestamp(d: bytes, p: int, end: int, index: int, st: ReaderState) -> Timestamp | None:
     """Timestamp (ETMv3.5): 7 bits a byte (the last one 8, or 6 of a 48-bit timestamp)."""
     q = _cont_end(d, p + 1, end)
     if q > end:
@@ -673,7 +673,9 @@ def read_timestamp(d: bytes, p: int, end: int, index: int, st: ReaderState) -> R
     return Timestamp(index, d[p:q], st.timestamp, bits)
 
 
-def read_async(d: bytes, p: int, end: int, index: int, st: ReaderState) -> Result:
+def read_async(
+    d: bytes, p: int, end: int, index: int, st: ReaderState
+) -> ASync | BadSequence | None:
     """A-sync (§7.4.1): five 0x00 then 0x80.
 
     Each extra 0x00 is a one-byte BadSequence; another byte ends a BadSequence of
@@ -700,7 +702,7 @@ def read_async(d: bytes, p: int, end: int, index: int, st: ReaderState) -> Resul
     return None
 
 
-def read_context_id(d: bytes, p: int, end: int, index: int, st: ReaderState) -> Result:
+def read_context_id(d: bytes, p: int, end: int, index: int, st: ReaderState) -> ContextID | None:
     """Context ID: 1, 2 or 4 bytes as configured (one byte, ignored, when none is)."""
     q = p + 1 + (st.ctxt_bytes or 1)
     if q > end:
@@ -711,7 +713,7 @@ def read_context_id(d: bytes, p: int, end: int, index: int, st: ReaderState) -> 
     return ContextID(index, d[p:q], st.ctxid)
 
 
-def read_vmid(d: bytes, p: int, end: int, index: int, st: ReaderState) -> Result:
+def read_vmid(d: bytes, p: int, end: int, index: int, st: ReaderState) -> VMID | None:
     """VMID (ETMv3.5): one byte."""
     if p + 2 > end:
         return None
@@ -767,7 +769,7 @@ def _read_bad_placeholder(d: bytes, p: int, end: int, index: int, st: ReaderStat
     return read_bad_trace_mode(d, p, end, index, st)
 
 
-def read_ooo_data(d: bytes, p: int, end: int, index: int, st: ReaderState) -> Result:
+def read_ooo_data(d: bytes, p: int, end: int, index: int, st: ReaderState) -> OOOData | None:
     """Out-of-order data: a tag and a data value of 0, 1, 2 or 4 bytes."""
     h = d[p]
     size = _DATA_BYTES[(h >> 2) & 3]
@@ -806,28 +808,42 @@ def _data_address(d: bytes, p: int, end: int, st: ReaderState) -> tuple[int, int
     return a, q
 
 
-def read_ooo_placeholder(d: bytes, p: int, end: int, index: int, st: ReaderState) -> Result:
+def read_ooo_placeholder(
+    d: bytes, p: int, end: int, index: int, st: ReaderState
+) -> OOOPlaceholder | None:
     """Out-of-order placeholder: a tag, and a data address when traced."""
     h = d[p]
-    st.last = "OOO_ADDR_PLC"
     tag = (h >> 2) & 3
     if not (h & 0x20 and st.data_addr):
-        return OOOPlaceholder(index, _RAW1[h], tag)
-    a, q = _data_address(d, p, end, st)
-    return None if q > end else OOOPlaceholder(index, d[p:q], tag, a, 7)
+        pkt = OOOPlaceholder(index, _RAW1[h], tag)
+    else:
+        a, q = _data_address(d, p, end, st)
+        if q > end:
+            return None
+        pkt = OOOPlaceholder(index, d[p:q], tag, a, 7)
+    st.last = "OOO_ADDR_PLC"
+    return pkt
 
 
-def read_value_not_traced(d: bytes, p: int, end: int, index: int, st: ReaderState) -> Result:
+def read_value_not_traced(
+    d: bytes, p: int, end: int, index: int, st: ReaderState
+) -> ValueNotTraced | None:
     """Value not traced: a data address when traced."""
     h = d[p]
-    st.last = "VAL_NOT_TRACED"
     if not (h & 0x20 and st.data_addr):
-        return ValueNotTraced(index, _RAW1[h])
-    a, q = _data_address(d, p, end, st)
-    return None if q > end else ValueNotTraced(index, d[p:q], a, 7)
+        pkt = ValueNotTraced(index, _RAW1[h])
+    else:
+        a, q = _data_address(d, p, end, st)
+        if q > end:
+            return None
+        pkt = ValueNotTraced(index, d[p:q], a, 7)
+    st.last = "VAL_NOT_TRACED"
+    return pkt
 
 
-def read_normal_data(d: bytes, p: int, end: int, index: int, st: ReaderState) -> Result:
+def read_normal_data(
+    d: bytes, p: int, end: int, index: int, st: ReaderState
+) -> NormalData | Literal[False] | None:
     """Normal data: a data address when traced, then a value of 0, 1, 2 or 4 bytes."""
     h = d[p]
     size = _DATA_BYTES[(h >> 2) & 3]
