@@ -583,12 +583,19 @@ def _isync_end(d: bytes, p: int, k: int, end: int, st: ReaderState) -> int:
 
 
 def _read_isync(
-    d: bytes, p: int, k: int, end: int, index: int, st: ReaderState, cc: int | None
-) -> ISync | None:
+    d: bytes, p: int, k: int, end: int, index: int, st: ReaderState, cc: int | None, name: str
+) -> ISync | BadSequence | None:
     """The I-sync at ``d[p]`` from its context ID at ``d[k]``, after any cycle count."""
     q = _isync_end(d, p, k, end, st)
     if q < 0:
         return None
+    if k + st.ctxt_bytes >= q:
+        # Only without instruction trace, with a cycle count and a context ID: the
+        # reference sizes the packet without its cycle count, then finds too few
+        # bytes for the context ID (a malformed packet) or reads the information
+        # byte past the packet's end. Either way the packet is bad.
+        st.last = "BAD_SEQUENCE"
+        return BadSequence(index, d[p:q], name)
     ctxid = None
     if st.ctxt_bytes:
         ctxid = st.ctxid = _le(d, k, st.ctxt_bytes)
@@ -614,29 +621,28 @@ def _read_isync(
             value, bits, _exc, ok = _branch_bits(d, k + 5, q, st)
             if ok:
                 st.addr = _merge(a & ~1, value, bits)
+    st.last = name
     return ISync(
         index, d[p:q], st.reason, st.addr, st.isa, st.ns, st.hyp, ctxid, cc,
         no_address=not st.instr,
     )  # fmt: skip
 
 
-def read_isync(d: bytes, p: int, end: int, index: int, st: ReaderState) -> ISync | None:
+def read_isync(
+    d: bytes, p: int, end: int, index: int, st: ReaderState
+) -> ISync | BadSequence | None:
     """I-sync (§7.4.2): context ID, information byte, address, and an LSiP address if flagged."""
-    pkt = _read_isync(d, p, p + 1, end, index, st, None)
-    if pkt is not None:
-        st.last = "I_SYNC"
-    return pkt
+    return _read_isync(d, p, p + 1, end, index, st, None, "I_SYNC")
 
 
-def read_isync_cycle(d: bytes, p: int, end: int, index: int, st: ReaderState) -> ISync | None:
+def read_isync_cycle(
+    d: bytes, p: int, end: int, index: int, st: ReaderState
+) -> ISync | BadSequence | None:
     """I-sync with cycle count (§7.4.2): a cycle count, then the fields of an I-sync."""
     cc, k = _cycle_count(d, p + 1, end)
     if k < 0:
         return None
-    pkt = _read_isync(d, p, k, end, index, st, cc)
-    if pkt is not None:
-        st.last = "I_SYNC_CYCLE"
-    return pkt
+    return _read_isync(d, p, k, end, index, st, cc, "I_SYNC_CYCLE")
 
 
 def read_cycle_count(d: bytes, p: int, end: int, index: int, st: ReaderState) -> CycleCount | None:
