@@ -582,6 +582,26 @@ def _isync_end(d: bytes, p: int, k: int, end: int, st: ReaderState) -> int:
     return -1
 
 
+def _isync_address(d: bytes, k: int, q: int, st: ReaderState) -> None:
+    """Address and ISA of the I-sync ending at ``q`` whose information byte is ``d[k]``."""
+    info = d[k]
+    a = _le(d, k + 1, 4)
+    st.addr = a & ~1
+    st.valid_bits = 32
+    if info & 0x10:
+        st.isa = _JAZELLE
+    elif a & 1:
+        st.isa = _TEE if st.alt_isa_bit and info & 4 else _T32
+    else:
+        st.isa = _A32
+    if info & 0x80:
+        # Load/store in progress: a second, compressed address follows; the
+        # reference keeps it merged over the first one.
+        value, bits, _exc, ok = _branch_bits(d, k + 5, q, st)
+        if ok:
+            st.addr = _merge(a & ~1, value, bits)
+
+
 def _read_isync(
     d: bytes, p: int, k: int, end: int, index: int, st: ReaderState, cc: int | None, name: str
 ) -> ISync | BadSequence | None:
@@ -606,21 +626,7 @@ def _read_isync(
     if st.hyp_bits:
         st.hyp = bool(info & 2)
     if st.instr:
-        a = _le(d, k + 1, 4)
-        st.addr = a & ~1
-        st.valid_bits = 32
-        if info & 0x10:
-            st.isa = _JAZELLE
-        elif a & 1:
-            st.isa = _TEE if st.alt_isa_bit and info & 4 else _T32
-        else:
-            st.isa = _A32
-        if info & 0x80:
-            # Load/store in progress: a second, compressed address follows; the
-            # reference keeps it merged over the first one.
-            value, bits, _exc, ok = _branch_bits(d, k + 5, q, st)
-            if ok:
-                st.addr = _merge(a & ~1, value, bits)
+        _isync_address(d, k, q, st)
     st.last = name
     return ISync(
         index, d[p:q], st.reason, st.addr, st.isa, st.ns, st.hyp, ctxid, cc,

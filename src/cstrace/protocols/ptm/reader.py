@@ -376,28 +376,41 @@ def read_atom(data: bytes, pos: int, end: int, index: int, st: ReaderState) -> A
     return Atom(index, data[pos:p], 0 if h & 2 else 1, 1, cc)
 
 
+def _address_end(data: bytes, first: int, end: int) -> int:
+    """Position after the address bytes from ``data[first]``; -1 if cut.
+
+    Bit 7 of each of the first four says another follows; a fifth is the last.
+    """
+    p = first
+    last = first + 4
+    while p < end:
+        if p == last or not data[p] & 0x80:
+            return p + 1
+        p += 1
+    return -1
+
+
+def _set_address(st: ReaderState, data: bytes, first: int, count: int, isa: Isa) -> int:
+    """Merge the address bits of ``count`` bytes at ``data[first]`` into ``st``; their number."""
+    value, nbits = _extract_address(data, first, count, isa)
+    mask = (1 << nbits) - 1
+    st.address = (st.address & ~mask) | (value & mask)
+    if nbits > st.valid_bits:
+        st.valid_bits = nbits
+    return nbits
+
+
 def read_branch(data: bytes, pos: int, end: int, index: int, st: ReaderState) -> PtmPacket | None:
     """Branch address (§4.5.3): 1-5 address bytes, 0-2 exception bytes, cycle count if CA."""
-    p = pos + 1
-    isa = st.isa
-    exc_follows = 0
-    if data[pos] & 0x80:
-        while True:
-            if p >= end:
-                return None
-            b = data[p]
-            p += 1
-            if p - pos == 5:  # the fifth address byte also gives the instruction set
-                exc_follows = b & 0x40
-                isa = _address_isa(b)
-                break
-            if not b & 0x80:
-                exc_follows = b & 0x40
-                break
+    p = _address_end(data, pos, end)
+    if p < 0:
+        return None
     num_addr = p - pos
+    last = data[p - 1]
+    isa = _address_isa(last) if num_addr == 5 else st.isa
     alt, ns, hyp = st.alt_isa_exc, st.ns, st.hyp
     exception: int | None = None
-    if exc_follows:
+    if num_addr > 1 and last & 0x40:  # exception information follows
         if p >= end:
             return None
         e = data[p]
@@ -419,14 +432,10 @@ def read_branch(data: bytes, pos: int, end: int, index: int, st: ReaderState) ->
             return None
     isa = _thumb_or_thumbee(isa, alt)
     changed = isa is not st.isa
-    value, nbits = _extract_address(data, pos, num_addr, isa)
-    mask = (1 << nbits) - 1
-    st.address = address = (st.address & ~mask) | (value & mask)
-    if nbits > st.valid_bits:
-        st.valid_bits = nbits
+    nbits = _set_address(st, data, pos, num_addr, isa)
     st.isa, st.alt_isa_exc, st.ns, st.hyp = isa, alt, ns, hyp
     return BranchAddress(
-        index, data[pos:p], address, isa, st.valid_bits, nbits, changed, exception, ns, hyp,
+        index, data[pos:p], st.address, isa, st.valid_bits, nbits, changed, exception, ns, hyp,
         exception is not None, cc,
     )  # fmt: skip
 
@@ -435,36 +444,25 @@ def read_waypoint_update(
     data: bytes, pos: int, end: int, index: int, st: ReaderState
 ) -> WaypointUpdate | None:
     """Waypoint update (§4.5.5): 1-5 address bytes, then an AltISA byte after a fifth one."""
-    p = pos + 1
-    isa = st.isa
-    alt_follows = 0
-    while True:
-        if p >= end:
-            return None
-        b = data[p]
-        p += 1
-        if p - pos == 6:  # the fifth address byte also gives the instruction set
-            isa = _address_isa(b)
-            alt_follows = b & 0x40
-            break
-        if not b & 0x80:
-            break
+    p = _address_end(data, pos + 1, end)
+    if p < 0:
+        return None
     num_addr = p - pos - 1
+    isa = st.isa
     alt = st.alt_isa_exc
-    if alt_follows:
-        if p >= end:
-            return None
-        alt = 1 if data[p] & 0x40 else 0
-        p += 1
+    if num_addr == 5:  # the fifth address byte gives the instruction set
+        last = data[p - 1]
+        isa = _address_isa(last)
+        if last & 0x40:
+            if p >= end:
+                return None
+            alt = 1 if data[p] & 0x40 else 0
+            p += 1
     isa = _thumb_or_thumbee(isa, alt)
     changed = isa is not st.isa
-    value, nbits = _extract_address(data, pos + 1, num_addr, isa)
-    mask = (1 << nbits) - 1
-    st.address = address = (st.address & ~mask) | (value & mask)
-    if nbits > st.valid_bits:
-        st.valid_bits = nbits
+    nbits = _set_address(st, data, pos + 1, num_addr, isa)
     st.isa, st.alt_isa_exc = isa, alt
-    return WaypointUpdate(index, data[pos:p], address, isa, st.valid_bits, nbits, changed)
+    return WaypointUpdate(index, data[pos:p], st.address, isa, st.valid_bits, nbits, changed)
 
 
 def read_context_id(
