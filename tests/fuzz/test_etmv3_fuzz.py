@@ -44,6 +44,7 @@ _CONFIGS = [
     replace(_BASE, ctrl=0x10000860 | (1 << 14), ccer=0x04400000, idr=0x410CF240),
     replace(_BASE, ctrl=0x1000086C),  # data values and addresses traced
     replace(_BASE, arch=ArchVersion.V7, profile=Profile.M, idr=0x411CF250),
+    replace(_BASE, ctrl=0x10105860),  # no instruction trace (data only), 1-byte context ID
 ]
 
 

@@ -1,42 +1,51 @@
 """ETMv3 packet reader: the bytes of one trace ID → ETMv3 packets.
 
+Reader contract. ``iter_packets(stream, config, complete)`` yields the packets
+of :mod:`cstrace.protocols.etmv3.packets` in stream order, each with the capture
+index of its first byte and its raw bytes. Before the first A-sync the bytes
+come out as ``NotSync`` packets; from then on, one packet per header. A packet
+cut by the end of the data is still yielded, as the reference does, with the
+bytes there are and the fields carried over from earlier packets (nothing when
+``complete`` is False: the capture ended on a framing error). Bad trace never
+raises: a reserved header, a data header while that data is not traced, or an
+invalid cycle-accurate P-header becomes a one-byte packet and reading goes on
+with the next byte; an A-sync with extra zeros gives one ``BadSequence`` packet
+per extra zero. Any other exception is a bug. Each packet kind has a small
+reader, ``read_<kind>(data, pos, end, index, state)``: it reads the packet whose
+header is ``data[pos]`` from ``data[pos:end]`` and returns it (``len(packet.raw)``
+is its size) after updating the running ``state``; it returns None when the
+packet goes on past ``end`` (``state`` then keeps its values), and False for the
+one packet that never ends (normal data with an address and no data bytes: the
+reference reads the rest of the stream into it).
+
 Input: a :class:`~cstrace.capture.stream.Stream` and an
-:class:`~cstrace.protocols.etmv3.config.Etmv3Config`; output: the packets of
-:mod:`cstrace.protocols.etmv3.packets`, in stream order. The stream is consumed
+:class:`~cstrace.protocols.etmv3.config.Etmv3Config`. The stream is consumed
 block by block (``stream.blocks()``, through a
 :class:`~cstrace.capture.window.BlockWindow`), so memory stays flat however long
 the capture; the packets are the same wherever the capture layer cuts its blocks.
 
 Headers are dispatched through a 256-entry table built from rows in the order
-of ARM IHI 0014Q §7.2, Table 7.1 "Header encodings" (:data:`HEADER_ROWS`).
+of ARM IHI 0014Q §7.2, Table 7.1 "Header encodings" (:data:`HEADER_ROWS`,
+:func:`reader_table`).
 
 The reader follows the reference packet processor (OpenCSD's ETMv3 packet
-processor) byte for byte, including what it does with unusual input:
-
-- before the first A-sync, bytes are gathered into ``NotSync`` packets of at
-  most 16 bytes, cut at the end of each block of input (a formatter frame's run
-  of bytes for the ID, or 1024 bytes of an unformatted capture) and before any
-  0x00 that may start an A-sync; runs of zeros longer than an A-sync are split
-  off in front of it;
-- a bad header (reserved, a data header while data is not traced, an invalid
-  cycle-accurate P-header) becomes a one-byte packet and reading goes on with
-  the next byte; an A-sync with extra zeros gives one ``BadSequence`` packet per
-  extra zero;
-- fields the reference keeps from packet to packet (address, instruction set,
-  security state, context ID, timestamp, I-sync reason) are carried over, and a
-  packet cut short by the end of the trace is still emitted, with those
-  carried-over values (unless the capture ended on a framing error).
-
-Readers never raise on bad trace.
+processor) byte for byte, including what it does with unusual input: before the
+first A-sync, bytes are gathered into ``NotSync`` packets of at most 16 bytes,
+cut at the end of each block of input (a formatter frame's run of bytes for the
+ID, or 1024 bytes of an unformatted capture) and before any 0x00 that may start
+an A-sync; runs of zeros longer than an A-sync are split off in front of it.
+Fields the reference keeps from packet to packet (address, instruction set,
+security state, context ID, timestamp, I-sync reason) are carried over.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from enum import IntEnum
+from typing import Literal, TypeAlias
 
 from cstrace.capture.stream import Stream
-from cstrace.capture.window import BlockWindow
+from cstrace.capture.window import BlockWindow, IndexCursor
 from cstrace.elements import Isa
 from cstrace.protocols.base import Packet
 from cstrace.protocols.etmv3.config import Etmv3Config
@@ -70,9 +79,32 @@ __all__ = [
     "HEADER_KIND",
     "HEADER_ROWS",
     "Header",
+    "ReaderState",
     "build_header_table",
     "iter_packets",
     "phdr_fields",
+    "read_async",
+    "read_bad_trace_mode",
+    "read_branch",
+    "read_context_id",
+    "read_cycle_count",
+    "read_data_suppressed",
+    "read_exception_entry",
+    "read_exception_exit",
+    "read_ignore",
+    "read_isync",
+    "read_isync_cycle",
+    "read_normal_data",
+    "read_ooo_data",
+    "read_ooo_placeholder",
+    "read_pheader",
+    "read_reserved",
+    "read_store_failed",
+    "read_timestamp",
+    "read_trigger",
+    "read_value_not_traced",
+    "read_vmid",
+    "reader_table",
 ]
 
 
@@ -168,30 +200,12 @@ def _final_table() -> tuple[Header, ...]:
 HEADER_KIND: tuple[Header, ...] = _final_table()
 """Packet kind of every header byte."""
 
-# Names of the reference's packet types, used where a bad packet names the
-# header it started as.
-_NAMES = {
-    Header.BRANCH_ADDRESS: "BRANCH_ADDRESS",
-    Header.A_SYNC: "A_SYNC",
-    Header.CYCLE_COUNT: "CYCLE_COUNT",
-    Header.I_SYNC: "I_SYNC",
-    Header.TRIGGER: "TRIGGER",
-    Header.OOO_DATA: "OOO_DATA",
-    Header.STORE_FAILED: "STORE_FAIL",
-    Header.I_SYNC_CYCLE: "I_SYNC_CYCLE",
-    Header.OOO_PLACEHOLDER: "OOO_ADDR_PLC",
-    Header.VMID: "VMID",
-    Header.NORMAL_DATA: "NORM_DATA",
-    Header.TIMESTAMP: "TIMESTAMP",
-    Header.DATA_SUPPRESSED: "DATA_SUPPRESSED",
-    Header.IGNORE: "IGNORE",
-    Header.VALUE_NOT_TRACED: "VAL_NOT_TRACED",
-    Header.CONTEXT_ID: "CONTEXT_ID",
-    Header.EXCEPTION_EXIT: "EXCEPTION_EXIT",
-    Header.EXCEPTION_ENTRY: "EXCEPTION_ENTRY",
-    Header.P_HEADER: "P_HDR",
-    Header.RESERVED: "RESERVED",
-}
+# Two vocabularies remain, on purpose: ``Header`` names what a header byte
+# announces (the table's kinds), while the ``header`` field of bad packets
+# (``Reserved``, ``BadTraceMode``, ``BadSequence``) holds the reference's name of
+# the packet type before them ("P_HDR", "BAD_TRACEMODE"...), which the listing
+# prints and which is not always a header kind. The readers set that name
+# (``ReaderState.last``) as a string constant: no table lookup per packet.
 
 
 def phdr_fields(header: int, cycle_accurate: bool) -> tuple[int, int, int, int] | None:
@@ -224,17 +238,27 @@ def phdr_fields(header: int, cycle_accurate: bool) -> tuple[int, int, int, int] 
     return None
 
 
-# Per-header P-header fields for both modes: (valid, fmt, count, atoms, cycles).
-_PHDR: tuple[tuple[tuple[bool, int, int, int, int], ...], ...] = tuple(
-    tuple(
-        (True, *f)
-        if (f := phdr_fields(h, ca)) is not None
-        else (False, 1 if h == 0x80 else 0, 0, 0, 0)
-        for h in range(256)
-    )
-    for ca in (False, True)
-)
+def _pheader_table(cycle_accurate: bool) -> tuple[tuple[int, int, int, int, bool] | None, ...]:
+    """Per header byte: ``(format, atom count, atom bits, W cycles, valid)`` of a P-header, or None.
+
+    ``format`` is 0 for an invalid P-header that keeps the previous packet's
+    format, as the reference does (except b10000000, which sets format 1).
+    """
+    out: list[tuple[int, int, int, int, bool] | None] = []
+    for h in range(256):
+        if HEADER_KIND[h] is not Header.P_HEADER:
+            out.append(None)
+        elif (f := phdr_fields(h, cycle_accurate)) is not None:
+            out.append((*f, True))
+        else:
+            out.append((1 if h == 0x80 else 0, 0, 0, 0, False))
+    return tuple(out)
+
+
+_PHEADERS = (_pheader_table(False), _pheader_table(True))
 _RAW1: tuple[bytes, ...] = tuple(bytes([b]) for b in range(256))
+_REASONS: tuple[ISyncReason, ...] = tuple(ISyncReason(r) for r in range(4))
+_A32, _T32, _TEE, _JAZELLE = Isa.A32, Isa.T32, Isa.TEE, Isa.JAZELLE
 
 # Branch packet address layout per instruction set (IHI 0014Q §7.3.3):
 # alignment shift, and the address bits carried by a fifth address byte.
@@ -242,28 +266,57 @@ _ISA_INDEX = {Isa.T32: 1, Isa.TEE: 2, Isa.JAZELLE: 3}
 _ADDR_SHIFT = (2, 1, 1, 0)
 _BYTE5_MASK = (0x7, 0xF, 0xF, 0x1F)
 _BYTE5_BITS = (3, 4, 4, 5)
+_DATA_BYTES = (0, 1, 2, 4)
 _BLOCK = 1024  # unformatted captures reach the packet reader in blocks of this size
 
 
-class _State:
-    """What the reference packet processor keeps from one packet to the next."""
+class ReaderState:
+    """What the reader keeps from one packet to the next, and the configuration its readers use.
+
+    The running fields are those the reference packet processor carries over.
+    """
 
     __slots__ = (
         "addr",
+        "alt",
         "alt_isa",
+        "alt_isa_bit",
+        "async_index",
         "ctxid",
+        "ctxt_bytes",
+        "data_addr",
         "fmt",
         "hyp",
+        "hyp_bits",
+        "instr",
         "isa",
         "last",
         "ns",
+        "pheaders",
         "reason",
         "timestamp",
+        "ts_last_bits",
+        "ts_last_mask",
+        "ts_max",
+        "v7m",
         "valid_bits",
         "vmid",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, config: Etmv3Config) -> None:
+        self.alt = config.alt_branch
+        """Branch addresses use the alternative encoding."""
+        self.v7m = config.v7m
+        self.ctxt_bytes = config.ctxtid_bytes
+        self.instr = config.instr_trace
+        self.data_addr = config.data_addr_trace
+        self.hyp_bits = config.virt_ext
+        self.alt_isa_bit = config.alt_isa_in_isync
+        self.ts_max = 9 if config.ts_64bit else 7
+        """Timestamp bytes at most; the last one carries 8 (or 6) bits."""
+        self.ts_last_mask = 0xFF if config.ts_64bit else 0x3F
+        self.ts_last_bits = 8 if config.ts_64bit else 6
+        self.pheaders = _PHEADERS[config.cycle_accurate]
         self.addr = 0
         self.valid_bits = 0
         self.isa = Isa.UNKNOWN
@@ -275,7 +328,14 @@ class _State:
         self.timestamp = 0
         self.reason = ISyncReason.PERIODIC
         self.fmt = 0
+        """Format of the last valid P-header."""
         self.last = ""
+        """The reference's name of the last packet's type (see ``Reserved.header``)."""
+        self.async_index = -1
+        """Capture index for the rest of an A-sync after extra zeros, else -1."""
+
+
+# --- helpers -------------------------------------------------------------------------
 
 
 class _Exception:
@@ -291,9 +351,10 @@ class _Exception:
 
 
 def _exception_bytes(
-    d: bytes, k: int, end: int, st: _State, v7m: bool, exc: _Exception
+    d: bytes, k: int, end: int, st: ReaderState, exc: _Exception
 ) -> tuple[int, bool]:
     """Read exception information bytes at ``d[k:end]``; return (next index, ok)."""
+    v7m = st.v7m
     if k >= end:
         return k, False
     b = d[k]
@@ -330,7 +391,7 @@ def _exception_bytes(
 
 
 def _branch_bits(
-    d: bytes, k: int, end: int, st: _State, alt: bool, v7m: bool
+    d: bytes, k: int, end: int, st: ReaderState
 ) -> tuple[int, int, _Exception | None, bool]:
     """Decode the address bytes of a branch packet (or an LSiP address) at ``d[k:end]``.
 
@@ -339,6 +400,7 @@ def _branch_bits(
     malformed (then, as in the reference, the address is not updated, but
     exception and instruction-set side effects already made are kept).
     """
+    alt = st.alt
     exc: _Exception | None = None
     cbit = True
     nbytes = 0
@@ -357,7 +419,7 @@ def _branch_bits(
         elif alt and not cbit:
             if b & 0x40:
                 exc = _Exception()
-                k, ok = _exception_bytes(d, k, end, st, v7m, exc)
+                k, ok = _exception_bytes(d, k, end, st, exc)
                 if not ok:
                     return 0, 0, exc, False
             b &= 0x3F
@@ -375,22 +437,22 @@ def _branch_bits(
         k += 1
         if byte5 & 0x80:
             # Deprecated original encoding: ARM state, exception in bits 5:3.
-            st.isa = Isa.A32
+            st.isa = _A32
             exc = _Exception()
             exc.number = (byte5 >> 3) & 7
             exc.cancel = bool(byte5 & 0x40)
         else:
             if byte5 & 0x40:
                 exc = _Exception()
-                k, ok = _exception_bytes(d, k, end, st, v7m, exc)
+                k, ok = _exception_bytes(d, k, end, st, exc)
                 if not ok:
                     return 0, 0, exc, False
             if byte5 & 0xB8 == 0x08:
-                st.isa = Isa.A32
+                st.isa = _A32
             elif byte5 & 0xB0 == 0x10:
-                st.isa = Isa.TEE if st.alt_isa else Isa.T32
+                st.isa = _TEE if st.alt_isa else _T32
             elif byte5 & 0xA0 == 0x20:
-                st.isa = Isa.JAZELLE
+                st.isa = _JAZELLE
             else:
                 return 0, 0, exc, False
     idx = _ISA_INDEX.get(st.isa, 0)
@@ -419,584 +481,638 @@ def _le(d: bytes, k: int, count: int) -> int:
     return int.from_bytes(d[k : k + count], "little")
 
 
-_DATA_BYTES = (0, 1, 2, 4)
+def _cycle_count(d: bytes, k: int, end: int) -> tuple[int, int]:
+    """(value, index after) of a cycle count at ``d[k]``; index -1 if it goes on past ``end``.
+
+    7 bits a byte, bit 7 set when another byte follows; the fifth byte, the last,
+    carries 4 bits (IHI 0014Q §7.3.2).
+    """
+    value = shift = 0
+    last = k + 4
+    while k < end:
+        b = d[k]
+        if k == last:
+            return value | (b & 0x0F) << shift, k + 1
+        value |= (b & 0x7F) << shift
+        k += 1
+        if not b & 0x80:
+            return value, k
+        shift += 7
+    return 0, -1
 
 
-def iter_packets(stream: Stream, config: Etmv3Config, complete: bool = True) -> Iterator[Packet]:
-    """Read the ETMv3 packets of one trace ID's stream (never raises on bad data)."""
-    win = BlockWindow(stream)
-    if not win.advance(0):
-        return
-    single = stream.trace_id is None
-    offset = win.index_at
+def _branch_end(d: bytes, p: int, end: int, alt: bool) -> int:
+    """Index after the branch packet at ``d[p]`` whose header has bit 7 set; -1 if cut."""
+    k = p + 1
+    need_exc = False
+    while k < end:
+        b = d[k]
+        k += 1
+        if alt:
+            if not b & 0x80:
+                if not need_exc and b & 0xC0 == 0x40:
+                    need_exc = True
+                else:
+                    return k
+        elif k - p == 5:
+            if b & 0xC0 == 0x40:
+                need_exc = True
+            else:
+                return k
+        elif not b & 0x80:
+            return k
+    return -1
 
-    st = _State()
-    ca = config.cycle_accurate
-    alt = config.alt_branch
-    v7m = config.v7m
-    ctxt_bytes = config.ctxtid_bytes
-    instr = config.instr_trace
-    data_val = config.data_value_trace
-    data_addr = config.data_addr_trace
-    data_any = config.data_trace
-    hyp_bits = config.virt_ext
-    alt_isa_bit = config.alt_isa_in_isync
-    ts_max = 9 if config.ts_64bit else 7
-    ts_last_mask = 0xFF if config.ts_64bit else 0x3F
-    ts_last_bits = 8 if config.ts_64bit else 6
-    phdr = _PHDR[1 if ca else 0]
-    kinds = HEADER_KIND
 
-    # ---- Waiting for the first A-sync (the reference's WAIT_SYNC state).
-    # Block by block, as the reference is handed them; the last block of a window
-    # may go on in the next capture block, so it is read with the next window.
+# --- per-kind readers (IHI 0014Q chapter 7) ---------------------------------------------
+
+Result: TypeAlias = Packet | Literal[False] | None
+"""What a reader returns: the packet, None when it goes on past ``end``, False if it never ends."""
+
+
+def read_pheader(d: bytes, p: int, end: int, index: int, st: ReaderState) -> Packet:
+    """P-header (§7.3.1): a run of E/N atoms (and W cycles when cycle-accurate)."""
+    h = d[p]
+    ph = st.pheaders[h]
+    if ph is None:  # not a P-header byte (the header table never sends one here)
+        return read_reserved(d, p, end, index, st)
+    fmt, count, atoms, cycles, valid = ph
+    if fmt:
+        st.fmt = fmt
+    st.last = "P_HDR"
+    return PHeader(index, _RAW1[h], st.fmt, count, atoms, cycles, valid, st.isa)
+
+
+def read_branch(d: bytes, p: int, end: int, index: int, st: ReaderState) -> BranchAddress | None:
+    """Branch address (§7.3.3): up to 5 address bytes, then exception information bytes."""
+    q = p + 1 if not d[p] & 0x80 else _branch_end(d, p, end, st.alt)
+    if q < 0:
+        return None
+    st.last = "BRANCH_ADDRESS"
+    prev_isa = st.isa
+    value, bits, exc, ok = _branch_bits(d, p, q, st)
+    if ok:
+        st.addr = _merge(st.addr, value, bits)
+        if bits > st.valid_bits:
+            st.valid_bits = bits
+    else:
+        bits = 0
+    isa = st.isa
+    if exc is None:
+        return BranchAddress(index, d[p:q], st.addr, bits, st.valid_bits, isa, isa is not prev_isa)
+    return BranchAddress(
+        index, d[p:q], st.addr, bits, st.valid_bits, isa, isa is not prev_isa,
+        exc.ctxt, st.ns, st.hyp, exc.number, exc.cancel, st.v7m, exc.resume,
+    )  # fmt: skip
+
+
+def _isync_end(d: bytes, p: int, k: int, end: int, st: ReaderState) -> int:
+    """Index after the I-sync at ``d[p]`` whose fields start at ``d[k]``; -1 if cut."""
+    cc_bytes = k - p - 1
+    expected = cc_bytes + 6 + st.ctxt_bytes if st.instr else 2 + st.ctxt_bytes
+    info_at = k + st.ctxt_bytes
+    lsip = False
+    while k < end:
+        b = d[k]
+        if k == info_at:
+            lsip = bool(b & 0x80)
+        k += 1
+        if k - p >= expected and (not lsip or not b & 0x80):
+            return k
+    return -1
+
+
+def _isync_address(d: bytes, k: int, q: int, st: ReaderState) -> None:
+    """Address and ISA of the I-sync ending at ``q`` whose information byte is ``d[k]``."""
+    info = d[k]
+    a = _le(d, k + 1, 4)
+    st.addr = a & ~1
+    st.valid_bits = 32
+    if info & 0x10:
+        st.isa = _JAZELLE
+    elif a & 1:
+        st.isa = _TEE if st.alt_isa_bit and info & 4 else _T32
+    else:
+        st.isa = _A32
+    if info & 0x80:
+        # Load/store in progress: a second, compressed address follows; the
+        # reference keeps it merged over the first one.
+        value, bits, _exc, ok = _branch_bits(d, k + 5, q, st)
+        if ok:
+            st.addr = _merge(a & ~1, value, bits)
+
+
+def _read_isync(
+    d: bytes, p: int, k: int, end: int, index: int, st: ReaderState, cc: int | None, name: str
+) -> ISync | BadSequence | None:
+    """The I-sync at ``d[p]`` from its context ID at ``d[k]``, after any cycle count."""
+    q = _isync_end(d, p, k, end, st)
+    if q < 0:
+        return None
+    if k + st.ctxt_bytes >= q:
+        # Only without instruction trace, with a cycle count and a context ID: the
+        # reference sizes the packet without its cycle count, then finds too few
+        # bytes for the context ID (a malformed packet) or reads the information
+        # byte past the packet's end. Either way the packet is bad.
+        st.last = "BAD_SEQUENCE"
+        return BadSequence(index, d[p:q], name)
+    ctxid = None
+    if st.ctxt_bytes:
+        ctxid = st.ctxid = _le(d, k, st.ctxt_bytes)
+        k += st.ctxt_bytes
+    info = d[k]
+    st.reason = _REASONS[(info >> 5) & 3]
+    st.ns = bool(info & 8)
+    if st.hyp_bits:
+        st.hyp = bool(info & 2)
+    if st.instr:
+        _isync_address(d, k, q, st)
+    st.last = name
+    return ISync(
+        index, d[p:q], st.reason, st.addr, st.isa, st.ns, st.hyp, ctxid, cc,
+        no_address=not st.instr,
+    )  # fmt: skip
+
+
+def read_isync(
+    d: bytes, p: int, end: int, index: int, st: ReaderState
+) -> ISync | BadSequence | None:
+    """I-sync (§7.4.2): context ID, information byte, address, and an LSiP address if flagged."""
+    return _read_isync(d, p, p + 1, end, index, st, None, "I_SYNC")
+
+
+def read_isync_cycle(
+    d: bytes, p: int, end: int, index: int, st: ReaderState
+) -> ISync | BadSequence | None:
+    """I-sync with cycle count (§7.4.2): a cycle count, then the fields of an I-sync."""
+    cc, k = _cycle_count(d, p + 1, end)
+    if k < 0:
+        return None
+    return _read_isync(d, p, k, end, index, st, cc, "I_SYNC_CYCLE")
+
+
+def read_cycle_count(d: bytes, p: int, end: int, index: int, st: ReaderState) -> CycleCount | None:
+    """Cycle count (§7.3.2): 1-5 bytes."""
+    count, q = _cycle_count(d, p + 1, end)
+    if q < 0:
+        return None
+    st.last = "CYCLE_COUNT"
+    return CycleCount(index, d[p:q], count)
+
+
+def read_timestamp(d: bytes, p: int, end: int, index: int, st: ReaderState) -> Timestamp | None:
+    """Timestamp (ETMv3.5): 7 bits a byte (the last one 8, or 6 of a 48-bit timestamp)."""
+    q = _cont_end(d, p + 1, end)
+    if q > end:
+        return None
+    ts = bits = 0
+    mask = 0x7F
+    step = 7
+    i = 0
+    ts_max = st.ts_max
+    while i < ts_max:
+        b = d[p + 1 + i]
+        ts |= (b & mask) << (7 * i)
+        i += 1
+        bits += step
+        if not b & 0x80:
+            break
+        if i == ts_max - 1:
+            mask = st.ts_last_mask
+            step = st.ts_last_bits
+    st.timestamp = _merge(st.timestamp, ts, bits)
+    st.last = "TIMESTAMP"
+    return Timestamp(index, d[p:q], st.timestamp, bits)
+
+
+def read_async(
+    d: bytes, p: int, end: int, index: int, st: ReaderState
+) -> ASync | BadSequence | None:
+    """A-sync (§7.4.1): five 0x00 then 0x80.
+
+    Each extra 0x00 is a one-byte BadSequence; another byte ends a BadSequence of
+    the zeros before it (that byte is then read again as a header).
+    """
+    if st.async_index >= 0:
+        index = st.async_index  # the rest of an A-sync after extra zeros
+    k = p + 1
+    while k < end:
+        b = d[k]
+        if b == 0:
+            if k - p >= 5:  # six zeros: the first one is extra
+                st.async_index = index + 1
+                st.last = "BAD_SEQUENCE"
+                return BadSequence(index, d[p : p + 1], "A_SYNC")
+            k += 1
+            continue
+        st.async_index = -1
+        if b == 0x80 and k - p == 5:
+            st.last = "A_SYNC"
+            return ASync(index, d[p : k + 1])
+        st.last = "BAD_SEQUENCE"
+        return BadSequence(index, d[p:k], "A_SYNC")
+    return None
+
+
+def read_context_id(d: bytes, p: int, end: int, index: int, st: ReaderState) -> ContextID | None:
+    """Context ID: 1, 2 or 4 bytes as configured (one byte, ignored, when none is)."""
+    q = p + 1 + (st.ctxt_bytes or 1)
+    if q > end:
+        return None
+    if st.ctxt_bytes:
+        st.ctxid = _le(d, p + 1, st.ctxt_bytes)
+    st.last = "CONTEXT_ID"
+    return ContextID(index, d[p:q], st.ctxid)
+
+
+def read_vmid(d: bytes, p: int, end: int, index: int, st: ReaderState) -> VMID | None:
+    """VMID (ETMv3.5): one byte."""
+    if p + 2 > end:
+        return None
+    st.vmid = d[p + 1]
+    st.last = "VMID"
+    return VMID(index, d[p : p + 2], st.vmid)
+
+
+def read_trigger(d: bytes, p: int, end: int, index: int, st: ReaderState) -> Trigger:
+    """Trigger: the header alone."""
+    st.last = "TRIGGER"
+    return Trigger(index, _RAW1[d[p]])
+
+
+def read_ignore(d: bytes, p: int, end: int, index: int, st: ReaderState) -> Ignore:
+    """Ignore: the header alone."""
+    st.last = "IGNORE"
+    return Ignore(index, _RAW1[d[p]])
+
+
+def read_exception_exit(d: bytes, p: int, end: int, index: int, st: ReaderState) -> ExceptionExit:
+    """Exception exit (ARMv7-M): the header alone."""
+    st.last = "EXCEPTION_EXIT"
+    return ExceptionExit(index, _RAW1[d[p]])
+
+
+def read_exception_entry(d: bytes, p: int, end: int, index: int, st: ReaderState) -> ExceptionEntry:
+    """Exception entry (ARMv7-M): the header alone."""
+    st.last = "EXCEPTION_ENTRY"
+    return ExceptionEntry(index, _RAW1[d[p]])
+
+
+def read_reserved(d: bytes, p: int, end: int, index: int, st: ReaderState) -> Reserved:
+    """A reserved header: a one-byte packet naming the packet type before it."""
+    pkt = Reserved(index, _RAW1[d[p]], st.last)
+    st.last = "RESERVED"
+    return pkt
+
+
+# --- data trace packets (§7.5) -------------------------------------------------------
+
+
+def read_bad_trace_mode(d: bytes, p: int, end: int, index: int, st: ReaderState) -> BadTraceMode:
+    """A data trace header while that data is not traced: a one-byte packet."""
+    pkt = BadTraceMode(index, _RAW1[d[p]], st.last)
+    st.last = "BAD_TRACEMODE"
+    return pkt
+
+
+def _read_bad_placeholder(d: bytes, p: int, end: int, index: int, st: ReaderState) -> BadTraceMode:
+    """An out-of-order placeholder while data is not traced (the reference names it first)."""
+    st.last = "OOO_ADDR_PLC"
+    return read_bad_trace_mode(d, p, end, index, st)
+
+
+def read_ooo_data(d: bytes, p: int, end: int, index: int, st: ReaderState) -> OOOData | None:
+    """Out-of-order data: a tag and a data value of 0, 1, 2 or 4 bytes."""
+    h = d[p]
+    size = _DATA_BYTES[(h >> 2) & 3]
+    q = p + 1 + size
+    if q > end:
+        return None
+    st.last = "OOO_DATA"
+    return OOOData(index, d[p:q], _le(d, p + 1, size), (h >> 5) & 3)
+
+
+def read_store_failed(d: bytes, p: int, end: int, index: int, st: ReaderState) -> StoreFailed:
+    """Store failed: the header alone."""
+    st.last = "STORE_FAIL"
+    return StoreFailed(index, _RAW1[d[p]])
+
+
+def read_data_suppressed(d: bytes, p: int, end: int, index: int, st: ReaderState) -> DataSuppressed:
+    """Data suppressed: the header alone."""
+    st.last = "DATA_SUPPRESSED"
+    return DataSuppressed(index, _RAW1[d[p]])
+
+
+def _data_address(d: bytes, p: int, end: int, st: ReaderState) -> tuple[int, int]:
+    """(address byte, index after the address) of a data packet at ``d[p]``; index > end if cut.
+
+    The reference reads one address byte only (its continuation test looks at
+    the byte after masking bit 7 off), and stores it over the instruction address.
+    """
+    q = _cont_end(d, p + 1, end)
+    if q > end:
+        return 0, q
+    a = d[p + 1] & 0x7F
+    st.addr = _merge(st.addr, a, 7)
+    if st.valid_bits < 7:
+        st.valid_bits = 7
+    return a, q
+
+
+def read_ooo_placeholder(
+    d: bytes, p: int, end: int, index: int, st: ReaderState
+) -> OOOPlaceholder | None:
+    """Out-of-order placeholder: a tag, and a data address when traced."""
+    h = d[p]
+    tag = (h >> 2) & 3
+    if not (h & 0x20 and st.data_addr):
+        pkt = OOOPlaceholder(index, _RAW1[h], tag)
+    else:
+        a, q = _data_address(d, p, end, st)
+        if q > end:
+            return None
+        pkt = OOOPlaceholder(index, d[p:q], tag, a, 7)
+    st.last = "OOO_ADDR_PLC"
+    return pkt
+
+
+def read_value_not_traced(
+    d: bytes, p: int, end: int, index: int, st: ReaderState
+) -> ValueNotTraced | None:
+    """Value not traced: a data address when traced."""
+    h = d[p]
+    if not (h & 0x20 and st.data_addr):
+        pkt = ValueNotTraced(index, _RAW1[h])
+    else:
+        a, q = _data_address(d, p, end, st)
+        if q > end:
+            return None
+        pkt = ValueNotTraced(index, d[p:q], a, 7)
+    st.last = "VAL_NOT_TRACED"
+    return pkt
+
+
+def read_normal_data(
+    d: bytes, p: int, end: int, index: int, st: ReaderState
+) -> NormalData | Literal[False] | None:
+    """Normal data: a data address when traced, then a value of 0, 1, 2 or 4 bytes."""
+    h = d[p]
+    size = _DATA_BYTES[(h >> 2) & 3]
+    if not (h & 0x20 and st.data_addr):
+        q = p + 1 + size
+        if q > end:
+            return None
+        st.last = "NORM_DATA"
+        return NormalData(index, d[p:q], None, 0, _le(d, p + 1, size))
+    if not size:
+        return False  # the reference never completes this packet
+    q = _cont_end(d, p + 1, end) + size
+    if q > end:
+        return None
+    a, _q = _data_address(d, p, end, st)
+    st.last = "NORM_DATA"
+    return NormalData(index, d[p:q], a, 7, _le(d, p + 2, size))
+
+
+Reader: TypeAlias = Callable[[bytes, int, int, int, ReaderState], Result]
+"""``read_<kind>(data, pos, end, index, state)``: see the module's reader contract."""
+
+_READ_KIND: dict[Header, Reader] = {
+    Header.BRANCH_ADDRESS: read_branch,
+    Header.A_SYNC: read_async,
+    Header.CYCLE_COUNT: read_cycle_count,
+    Header.I_SYNC: read_isync,
+    Header.TRIGGER: read_trigger,
+    Header.OOO_DATA: read_ooo_data,
+    Header.STORE_FAILED: read_store_failed,
+    Header.I_SYNC_CYCLE: read_isync_cycle,
+    Header.OOO_PLACEHOLDER: read_ooo_placeholder,
+    Header.VMID: read_vmid,
+    Header.NORMAL_DATA: read_normal_data,
+    Header.TIMESTAMP: read_timestamp,
+    Header.DATA_SUPPRESSED: read_data_suppressed,
+    Header.IGNORE: read_ignore,
+    Header.VALUE_NOT_TRACED: read_value_not_traced,
+    Header.CONTEXT_ID: read_context_id,
+    Header.EXCEPTION_EXIT: read_exception_exit,
+    Header.EXCEPTION_ENTRY: read_exception_entry,
+    Header.P_HEADER: read_pheader,
+    Header.RESERVED: read_reserved,
+}
+
+
+def reader_table(config: Etmv3Config) -> tuple[Reader, ...]:
+    """The reader of every header byte for ``config`` (from :data:`HEADER_KIND`).
+
+    Data trace headers read as one-byte ``BadTraceMode`` packets when the data
+    they carry is not traced.
+    """
+    read = dict(_READ_KIND)
+    if not config.data_value_trace:
+        read[Header.OOO_DATA] = read[Header.STORE_FAILED] = read_bad_trace_mode
+    if not config.data_trace:
+        read[Header.OOO_PLACEHOLDER] = _read_bad_placeholder
+        for kind in (Header.DATA_SUPPRESSED, Header.VALUE_NOT_TRACED, Header.NORMAL_DATA):
+            read[kind] = read_bad_trace_mode
+    return tuple(read[kind] for kind in HEADER_KIND)
+
+
+# What the reference emits for a packet cut short by the end of the trace: the
+# bytes there are, with the fields it kept from earlier packets.
+_CUT: dict[Header, Callable[[bytes, int, ReaderState], Packet]] = {
+    Header.BRANCH_ADDRESS: lambda raw, i, st: BranchAddress(
+        i, raw, st.addr, 0, st.valid_bits, st.isa
+    ),
+    Header.A_SYNC: lambda raw, i, st: ASync(st.async_index if st.async_index >= 0 else i, raw),
+    Header.CYCLE_COUNT: lambda raw, i, st: CycleCount(i, raw, 0),
+    Header.I_SYNC: lambda raw, i, st: ISync(
+        i, raw, st.reason, st.addr, st.isa, st.ns, st.hyp, complete=False
+    ),
+    Header.OOO_DATA: lambda raw, i, st: OOOData(i, raw, 0, 0),
+    Header.OOO_PLACEHOLDER: lambda raw, i, st: OOOPlaceholder(i, raw, 0),
+    Header.VMID: lambda raw, i, st: VMID(i, raw, st.vmid),
+    Header.NORMAL_DATA: lambda raw, i, st: NormalData(i, raw),
+    Header.TIMESTAMP: lambda raw, i, st: Timestamp(i, raw, st.timestamp, 0),
+    Header.VALUE_NOT_TRACED: lambda raw, i, st: ValueNotTraced(i, raw),
+    Header.CONTEXT_ID: lambda raw, i, st: ContextID(i, raw, st.ctxid),
+}
+_CUT[Header.I_SYNC_CYCLE] = _CUT[Header.I_SYNC]
+
+
+# --- before the first A-sync (the reference's WAIT_SYNC state) --------------------------
+
+
+def _block_end(win: BlockWindow, cur: IndexCursor, p: int, single: bool) -> int:
+    """End of the reference's input block holding window position ``p``.
+
+    The reference's packet processor is handed one formatter frame's run of
+    bytes for the ID at a time, or 1024-byte reads of an unformatted capture.
+    """
+    n = len(win.data)
+    if single:
+        return min(p + _BLOCK - (win.run_idx[0] + p) % _BLOCK, n)
+    cur.at(p)
+    return min(cur.limit, n)
+
+
+class _WaitSync:
+    """The reference's search for the first A-sync, one call of its waitForSync at a time."""
+
+    __slots__ = ("buf", "index", "reserved", "started", "synced")
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        """Bytes read and not sent yet."""
+        self.started = False
+        """Reading zeros that may start an A-sync."""
+        self.index = 0
+        """Capture index of ``buf[0]``."""
+        self.reserved = True
+        """The reference's packet type is still "no error" (its NotSync is listed as reserved)."""
+        self.synced = False
+
+    def read(self, d: bytes, p: int, end: int, index: int) -> tuple[Packet | None, int]:
+        """Read ``d[p:end]`` until a packet is to be sent; (that packet or None, new position).
+
+        ``index`` is the capture index of ``d[p]``.
+        """
+        buf = self.buf
+        if not self.started:
+            self.index = index
+        send: Packet | None = None
+        part = 0
+        while send is None and p < end:
+            c = d[p]
+            p += 1
+            if self.started:
+                buf.append(c)
+                if c == 0x80 and len(buf) >= 6:
+                    if len(buf) > 6:
+                        buf.pop()
+                        p -= 1  # the 0x80 is read again once the extra zeros are out
+                        part = len(buf) - 5
+                        send = NotSync(self.index, bytes(buf[:part]), self.reserved)
+                    else:
+                        send = ASync(self.index, bytes(buf))
+                        self.synced = True
+                elif c != 0:
+                    self.started = False
+                elif len(buf) >= 13:
+                    part = 8
+                    send = NotSync(self.index, bytes(buf[:part]), self.reserved)
+            elif c == 0:
+                if not buf:
+                    buf.append(c)
+                    self.started = True
+                else:
+                    p -= 1
+                    send = NotSync(self.index, bytes(buf), False)
+                    self.reserved = False
+            else:
+                buf.append(c)
+                if p == end or len(buf) == 16:
+                    send = NotSync(self.index, bytes(buf), False)
+                    self.reserved = False
+        if send is not None:
+            if part:
+                del buf[:part]
+                self.index += part
+                self.reserved = False
+            else:
+                buf.clear()
+        return send, p
+
+
+def _iter_unsynced(win: BlockWindow, ws: _WaitSync, single: bool) -> Generator[Packet, None, int]:
+    """The packets up to the first A-sync (included); returns the window position after it.
+
+    Block by block, as the reference is handed them; the last block of a window
+    may go on in the next capture block, so it is read with the next window.
+    Returns -1 at the end of the stream.
+    """
     p = 0
-    buf = bytearray()
-    start_of_sync = False
-    pkt_idx = 0
-    reserved_type = True  # before any packet the reference's type is "no error"
-    synced = False
     while True:
         d = win.data
         n = len(d)
-        # Block ends: where the reference's packet processor is handed a new block.
-        if single:
-            first = win.run_idx[0]
-            ends = [*range(_BLOCK - first % _BLOCK, n, _BLOCK), n]
-        else:
-            ends = [*win.run_pos[1:], n]
-        limit = n if win.final else (ends[-2] if len(ends) > 1 else 0)
-        block = 0
-        while not synced and p < limit:
-            block_end = ends[block]
-            while block_end <= p:
-                block += 1
-                block_end = ends[block]
-            # One call of the reference's waitForSync on d[p:block_end].
-            if not start_of_sync:
-                pkt_idx = offset(p)
-            send: Packet | None = None
-            part = 0
-            while send is None and p < block_end:
-                c = d[p]
-                p += 1
-                if start_of_sync:
-                    buf.append(c)
-                    if c == 0x80 and len(buf) >= 6:
-                        if len(buf) > 6:
-                            buf.pop()
-                            p -= 1  # the 0x80 is read again once the extra zeros are out
-                            part = len(buf) - 5
-                            send = NotSync(pkt_idx, bytes(buf[:part]), reserved_type)
-                        else:
-                            send = ASync(pkt_idx, bytes(buf))
-                            synced = True
-                    elif c != 0:
-                        start_of_sync = False
-                    elif len(buf) >= 13:
-                        part = 8
-                        send = NotSync(pkt_idx, bytes(buf[:part]), reserved_type)
-                elif c == 0:
-                    if not buf:
-                        buf.append(c)
-                        start_of_sync = True
-                    else:
-                        p -= 1
-                        send = NotSync(pkt_idx, bytes(buf), False)
-                        reserved_type = False
-                else:
-                    buf.append(c)
-                    if p == block_end or len(buf) == 16:
-                        send = NotSync(pkt_idx, bytes(buf), False)
-                        reserved_type = False
+        cur = win.cursor()
+        if win.final:
+            limit = n
+        elif single:  # the start of the last 1024-byte block
+            limit = max(n - 1 - (win.run_idx[0] + n - 1) % _BLOCK, 0)
+        else:  # the start of the last run
+            limit = win.run_pos[-1]
+        while p < limit:
+            send, p = ws.read(d, p, _block_end(win, cur, p, single), cur.at(p))
             if send is not None:
                 yield send
-                if part:
-                    del buf[:part]
-                    pkt_idx += part
-                    reserved_type = False
-                else:
-                    buf.clear()
-        if synced or not win.advance(p):
-            break
+                if ws.synced:
+                    return p
+        if not win.advance(p):
+            return -1
         p = 0
-    if not synced:
-        if buf and complete:
-            yield NotSync(pkt_idx, bytes(buf), reserved_type)
-        return
-    st.last = "A_SYNC"
 
-    # ---- Synchronised: one packet per header.
-    run_pos = win.run_pos
-    run_idx = win.run_idx
-    nruns = len(run_pos)
-    carry_off = -1  # capture index of an A-sync cut by a block end (see A_SYNC)
-    k_run = 0
-    while k_run + 1 < nruns and run_pos[k_run + 1] <= p:
-        k_run += 1
-    base = run_idx[k_run] - run_pos[k_run]
-    next_run = run_pos[k_run + 1] if k_run + 1 < nruns else n + 1
+
+# --- the reading loop ------------------------------------------------------------------
+
+
+def iter_packets(stream: Stream, config: Etmv3Config, complete: bool = True) -> Iterator[Packet]:
+    """Read the ETMv3 packets of one trace ID's stream (see the module's reader contract)."""
+    win = BlockWindow(stream)
+    if not win.advance(0):
+        return
+    ws = _WaitSync()
+    p = yield from _iter_unsynced(win, ws, stream.trace_id is None)
+    if p < 0:
+        if ws.buf and complete:
+            yield NotSync(ws.index, bytes(ws.buf), ws.reserved)
+        return
+
+    st = ReaderState(config)
+    st.last = "A_SYNC"
+    readers = reader_table(config)
+    pheaders = st.pheaders
+    raw1 = _RAW1
+    d = win.data
+    n = len(d)
+    cur = win.cursor(p)
+    base, limit = cur.base, cur.limit  # capture index = base + position, up to limit
     while True:
         while p < n:
-            if p >= next_run:
-                while k_run + 1 < nruns and run_pos[k_run + 1] <= p:
-                    k_run += 1
-                base = run_idx[k_run] - run_pos[k_run]
-                next_run = run_pos[k_run + 1] if k_run + 1 < nruns else n + 1
-            off = base + p
+            if p >= limit:
+                cur.at(p)
+                base, limit = cur.base, cur.limit
             h = d[p]
-            kind = kinds[h]
-
-            if kind == Header.P_HEADER:
-                valid, fmt, count, atoms, cycles = phdr[h]
-                if valid or h == 0x80:
+            ph = pheaders[h]
+            if ph is not None:  # P-header (as read_pheader), most of the packets
+                fmt, count, atoms, cycles, valid = ph
+                if fmt:
                     st.fmt = fmt
-                yield PHeader(off, _RAW1[h], st.fmt, count, atoms, cycles, valid, st.isa)
+                yield PHeader(base + p, raw1[h], st.fmt, count, atoms, cycles, valid, st.isa)
                 st.last = "P_HDR"
                 p += 1
                 continue
-
-            if kind == Header.BRANCH_ADDRESS:
-                if not h & 0x80:
-                    end = p + 1
-                else:
-                    end = -1
-                    k = p + 1
-                    need_exc = False
-                    while k < n:
-                        b = d[k]
-                        k += 1
-                        size = k - p
-                        if alt:
-                            if not b & 0x80:
-                                if not need_exc and b & 0xC0 == 0x40:
-                                    need_exc = True
-                                else:
-                                    end = k
-                                    break
-                        elif size == 5:
-                            if b & 0xC0 == 0x40:
-                                need_exc = True
-                            else:
-                                end = k
-                                break
-                        elif not b & 0x80:
-                            end = k
-                            break
-                st.last = "BRANCH_ADDRESS"
-                if end < 0:
-                    if not win.final:
-                        break  # the packet goes on in the next block
+            pkt = readers[h](d, p, n, base + p, st)
+            if not pkt:
+                if pkt is None and not win.final:
+                    break  # the packet goes on in the next block
+                # The packet is cut by the end of the trace (or never ends: then it
+                # takes the rest of the stream).
+                rest = [d[p:]]
+                while win.advance(len(win.data)):
                     if complete:
-                        yield BranchAddress(off, d[p:], st.addr, 0, st.valid_bits, st.isa)
-                    return
-                prev_isa = st.isa
-                value, bits, exc, ok = _branch_bits(d, p, end, st, alt, v7m)
-                if ok:
-                    st.addr = _merge(st.addr, value, bits)
-                    if bits > st.valid_bits:
-                        st.valid_bits = bits
-                else:
-                    bits = 0
-                if exc is not None:
-                    yield BranchAddress(
-                        off,
-                        d[p:end],
-                        st.addr,
-                        bits,
-                        st.valid_bits,
-                        st.isa,
-                        st.isa != prev_isa,
-                        exc.ctxt,
-                        st.ns,
-                        st.hyp,
-                        exc.number,
-                        exc.cancel,
-                        v7m,
-                        exc.resume,
-                    )
-                else:
-                    yield BranchAddress(
-                        off, d[p:end], st.addr, bits, st.valid_bits, st.isa, st.isa != prev_isa
-                    )
-                p = end
-                continue
-
-            if kind == Header.I_SYNC or kind == Header.I_SYNC_CYCLE:
-                st.last = "I_SYNC" if kind == Header.I_SYNC else "I_SYNC_CYCLE"
-                k = p + 1
-                got_cc = False
-                if kind == Header.I_SYNC_CYCLE:
-                    while k < n:
-                        b = d[k]
-                        k += 1
-                        if not b & 0x80 or k - p >= 6:
-                            got_cc = True
-                            break
-                end = -1
-                if kind == Header.I_SYNC or got_cc:
-                    cc_bytes = k - p - 1
-                    expected = cc_bytes + 6 + ctxt_bytes if instr else 2 + ctxt_bytes
-                    info_at = p + 1 + cc_bytes + ctxt_bytes
-                    lsip = False
-                    while k < n:
-                        b = d[k]
-                        if k == info_at:
-                            lsip = bool(b & 0x80)
-                        k += 1
-                        if k - p >= expected and (not lsip or not b & 0x80):
-                            end = k
-                            break
-                if end < 0:
-                    if not win.final:
-                        break  # the packet goes on in the next block
-                    if complete:
-                        yield ISync(
-                            off, d[p:], st.reason, st.addr, st.isa, st.ns, st.hyp, complete=False
-                        )
-                    return
-                q = p + 1
-                cycle_count = None
-                if got_cc:
-                    cycle_count = 0
-                    shift = 0
-                    mask = 0x7F
-                    for i in range(5):
-                        b = d[q]
-                        q += 1
-                        cycle_count |= (b & mask) << shift
-                        shift += 7
-                        if i == 3:
-                            mask = 0x0F
-                        if not b & 0x80:
-                            break
-                ctxid = None
-                if ctxt_bytes:
-                    ctxid = st.ctxid = _le(d, q, ctxt_bytes)
-                    q += ctxt_bytes
-                info = d[q]
-                q += 1
-                st.reason = ISyncReason((info >> 5) & 3)
-                jazelle = info & 0x10
-                alt_isa = (info >> 2) & 1 if alt_isa_bit else 0
-                st.ns = bool(info & 8)
-                if hyp_bits:
-                    st.hyp = bool(info & 2)
-                if instr:
-                    a = _le(d, q, 4)
-                    q += 4
-                    thumb = a & 1
-                    a &= ~1
-                    st.addr = a
-                    st.valid_bits = 32
-                    if jazelle:
-                        st.isa = Isa.JAZELLE
-                    elif thumb:
-                        st.isa = Isa.TEE if alt_isa else Isa.T32
-                    else:
-                        st.isa = Isa.A32
-                    if info & 0x80:
-                        # Load/store in progress: a second, compressed address follows;
-                        # the reference keeps it merged over the first one.
-                        value, bits, _exc, ok = _branch_bits(d, q, end, st, alt, v7m)
-                        if ok:
-                            st.addr = _merge(a, value, bits)
-                yield ISync(
-                    off,
-                    d[p:end],
-                    st.reason,
-                    st.addr,
-                    st.isa,
-                    st.ns,
-                    st.hyp,
-                    ctxid,
-                    cycle_count,
-                    no_address=not instr,
-                )
-                p = end
-                continue
-
-            if kind == Header.CYCLE_COUNT:
-                st.last = "CYCLE_COUNT"
-                end = -1
-                k = p + 1
-                while k < n:
-                    b = d[k]
-                    k += 1
-                    if not b & 0x80 or k - p >= 6:
-                        end = k
-                        break
-                if end < 0:
-                    if not win.final:
-                        break  # the packet goes on in the next block
-                    if complete:
-                        yield CycleCount(off, d[p:], 0)
-                    return
-                count = 0
-                shift = 0
-                mask = 0x7F
-                for i in range(p + 1, end):
-                    count |= (d[i] & mask) << shift
-                    shift += 7
-                    if i - p == 4:
-                        mask = 0x0F
-                yield CycleCount(off, d[p:end], count)
-                p = end
-                continue
-
-            if kind == Header.TIMESTAMP:
-                st.last = "TIMESTAMP"
-                end = _cont_end(d, p + 1, n)
-                if end > n:
-                    if not win.final:
-                        break  # the packet goes on in the next block
-                    if complete:
-                        yield Timestamp(off, d[p:], st.timestamp, 0)
-                    return
-                ts = 0
-                bits = 0
-                mask = 0x7F
-                step = 7
-                i = 0
-                while i < ts_max:
-                    b = d[p + 1 + i]
-                    ts |= (b & mask) << (7 * i)
-                    i += 1
-                    bits += step
-                    if not b & 0x80:
-                        break
-                    if i == ts_max - 1:
-                        mask = ts_last_mask
-                        step = ts_last_bits
-                st.timestamp = _merge(st.timestamp, ts, bits)
-                yield Timestamp(off, d[p:end], st.timestamp, bits)
-                p = end
-                continue
-
-            if kind == Header.A_SYNC:
-                # Up to four more zeros then 0x80; each extra zero is a bad packet.
-                if carry_off >= 0:
-                    off = carry_off  # the rest of an A-sync cut by the previous block
-                    carry_off = -1
-                k = p + 1
-                start = p
-                done = False
-                while k < n:
-                    b = d[k]
-                    size = k - start + 1
-                    if b == 0:
-                        if size > 5:
-                            yield BadSequence(off, d[start : start + 1], "A_SYNC")
-                            st.last = "BAD_SEQUENCE"
-                            start += 1
-                            off += 1
-                        k += 1
-                    elif b == 0x80 and size == 6:
-                        yield ASync(off, d[start : k + 1])
-                        st.last = "A_SYNC"
-                        p = k + 1
-                        done = True
-                        break
-                    else:
-                        yield BadSequence(off, d[start:k], "A_SYNC")
-                        st.last = "BAD_SEQUENCE"
-                        p = k
-                        done = True
-                        break
-                if not done:
-                    if not win.final:
-                        # read on from ``start`` with the next block (the extra zeros
-                        # before it are already out), at the index reached here
-                        p = start
-                        carry_off = off
-                        break
-                    if complete:
-                        yield ASync(off, d[start:])
-                    return
-                continue
-
-            if kind == Header.CONTEXT_ID:
-                st.last = "CONTEXT_ID"
-                end = p + 1 + (ctxt_bytes or 1)
-                if end > n:
-                    if not win.final:
-                        break  # the packet goes on in the next block
-                    if complete:
-                        yield ContextID(off, d[p:], st.ctxid)
-                    return
-                if ctxt_bytes:
-                    st.ctxid = _le(d, p + 1, ctxt_bytes)
-                yield ContextID(off, d[p:end], st.ctxid)
-                p = end
-                continue
-
-            if kind == Header.VMID:
-                st.last = "VMID"
-                if p + 2 > n:
-                    if not win.final:
-                        break  # the packet goes on in the next block
-                    if complete:
-                        yield VMID(off, d[p:], st.vmid)
-                    return
-                st.vmid = d[p + 1]
-                yield VMID(off, d[p : p + 2], st.vmid)
-                p += 2
-                continue
-
-            if kind == Header.TRIGGER:
-                st.last = "TRIGGER"
-                yield Trigger(off, _RAW1[h])
-                p += 1
-                continue
-            if kind == Header.IGNORE:
-                st.last = "IGNORE"
-                yield Ignore(off, _RAW1[h])
-                p += 1
-                continue
-            if kind == Header.EXCEPTION_EXIT:
-                st.last = "EXCEPTION_EXIT"
-                yield ExceptionExit(off, _RAW1[h])
-                p += 1
-                continue
-            if kind == Header.EXCEPTION_ENTRY:
-                st.last = "EXCEPTION_ENTRY"
-                yield ExceptionEntry(off, _RAW1[h])
-                p += 1
-                continue
-            if kind == Header.RESERVED:
-                yield Reserved(off, _RAW1[h], st.last)
-                st.last = "RESERVED"
-                p += 1
-                continue
-
-            # ---- Data trace packets (IHI 0014Q §7.5).
-            if kind == Header.OOO_DATA:
-                if not data_val:
-                    yield BadTraceMode(off, _RAW1[h], st.last)
-                    st.last = "BAD_TRACEMODE"
-                    p += 1
-                    continue
-                st.last = "OOO_DATA"
-                size = (h >> 2) & 3
-                tag = (h >> 5) & 3
-                end = p + 1 + _DATA_BYTES[size]
-                if end > n:
-                    if not win.final:
-                        break  # the packet goes on in the next block
-                    if complete:
-                        yield OOOData(off, d[p:], 0, 0)
-                    return
-                yield OOOData(off, d[p:end], _le(d, p + 1, _DATA_BYTES[size]), tag)
-                p = end
-                continue
-            if kind == Header.STORE_FAILED:
-                if not data_val:
-                    yield BadTraceMode(off, _RAW1[h], st.last)
-                    st.last = "BAD_TRACEMODE"
-                else:
-                    yield StoreFailed(off, _RAW1[h])
-                    st.last = "STORE_FAIL"
-                p += 1
-                continue
-            if kind == Header.DATA_SUPPRESSED:
-                if not data_any:
-                    yield BadTraceMode(off, _RAW1[h], st.last)
-                    st.last = "BAD_TRACEMODE"
-                else:
-                    yield DataSuppressed(off, _RAW1[h])
-                    st.last = "DATA_SUPPRESSED"
-                p += 1
-                continue
-            if kind == Header.OOO_PLACEHOLDER or kind == Header.VALUE_NOT_TRACED:
-                placeholder = kind == Header.OOO_PLACEHOLDER
-                if placeholder:
-                    st.last = "OOO_ADDR_PLC"
-                if not data_any:
-                    yield BadTraceMode(off, _RAW1[h], st.last)
-                    st.last = "BAD_TRACEMODE"
-                    p += 1
-                    continue
-                st.last = "OOO_ADDR_PLC" if placeholder else "VAL_NOT_TRACED"
-                tag = (h >> 2) & 3
-                if not (h & 0x20 and data_addr):
-                    if placeholder:
-                        yield OOOPlaceholder(off, _RAW1[h], tag)
-                    else:
-                        yield ValueNotTraced(off, _RAW1[h])
-                    p += 1
-                    continue
-                end = _cont_end(d, p + 1, n)
-                if end > n:
-                    if not win.final:
-                        break  # the packet goes on in the next block
-                    if complete:
-                        if placeholder:
-                            yield OOOPlaceholder(off, d[p:], 0)
-                        else:
-                            yield ValueNotTraced(off, d[p:])
-                    return
-                # The reference reads one address byte only (its continuation test
-                # looks at the byte after masking bit 7 off), and stores it over the
-                # instruction address.
-                a = d[p + 1] & 0x7F
-                st.addr = _merge(st.addr, a, 7)
-                if st.valid_bits < 7:
-                    st.valid_bits = 7
-                if placeholder:
-                    yield OOOPlaceholder(off, d[p:end], tag, a, 7)
-                else:
-                    yield ValueNotTraced(off, d[p:end], a, 7)
-                p = end
-                continue
-            # kind == Header.NORMAL_DATA
-            if not data_any:
-                yield BadTraceMode(off, _RAW1[h], st.last)
-                st.last = "BAD_TRACEMODE"
-                p += 1
-                continue
-            st.last = "NORM_DATA"
-            size = (h >> 2) & 3
-            nbytes = _DATA_BYTES[size]
-            expect_addr = bool(h & 0x20) and data_addr
-            if not expect_addr:
-                end = p + 1 + nbytes
-            else:
-                aend = _cont_end(d, p + 1, n)
-                # With no data bytes the reference never completes the packet.
-                end = aend + nbytes if nbytes else n + 1
-            if end > n:
-                if not win.final:
-                    if nbytes or not expect_addr:
-                        break  # the packet goes on in the next block
-                    # never completed: the rest of the stream is this packet
-                    rest = [d[p:]]
-                    while win.advance(len(win.data)):
-                        if complete:
-                            rest.append(win.data)
-                    if complete:
-                        yield NormalData(off, b"".join(rest))
-                    return
+                        rest.append(win.data)
                 if complete:
-                    yield NormalData(off, d[p:])
+                    yield _CUT[HEADER_KIND[h]](b"".join(rest), base + p, st)
                 return
-            if expect_addr:
-                a = d[p + 1] & 0x7F
-                st.addr = _merge(st.addr, a, 7)
-                if st.valid_bits < 7:
-                    st.valid_bits = 7
-                yield NormalData(off, d[p:end], a, 7, _le(d, p + 2, nbytes))
-            else:
-                yield NormalData(off, d[p:end], None, 0, _le(d, p + 1, nbytes))
-            p = end
+            p += len(pkt.raw)
+            yield pkt
         # The window is used up, or the packet at ``p`` goes on in the next block:
         # keep its bytes and read it again, whole, with the next window.
         if not win.advance(p):
             return
         d = win.data
         n = len(d)
-        run_pos = win.run_pos
-        run_idx = win.run_idx
-        nruns = len(run_pos)
-        p = k_run = 0
-        base = run_idx[0] - run_pos[0]
-        next_run = run_pos[1] if nruns > 1 else n + 1
+        p = 0
+        cur = win.cursor()
+        base, limit = cur.base, cur.limit

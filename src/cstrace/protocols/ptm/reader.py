@@ -1,25 +1,35 @@
 """PTM packet reader: the bytes of one trace ID → PTM packets.
 
+Reader contract. ``iter_packets(stream, config, complete)`` yields the packets
+of :mod:`cstrace.protocols.ptm.packets` in stream order, each with the capture
+index of its first byte and its raw bytes. Before the first A-sync the bytes
+come out as ``NotSync`` packets; from then on, one packet per header. A packet
+cut by the end of the data is yielded as ``IncompleteEOT`` holding the bytes
+there are (nothing when ``complete`` is False: the capture ended on a framing
+error). Bad trace never raises: a malformed A-sync gives a ``BadSequence``
+packet, a reserved header a ``Reserved`` packet, and reading goes on with the
+next byte. Any other exception is a bug. Each packet kind has a small reader,
+``read_<kind>(data, pos, end, index, state)``: it reads the packet whose header
+is ``data[pos]`` from ``data[pos:end]`` and returns it (``len(packet.raw)`` is
+its size) after updating the running ``state``, or returns None, changing
+nothing, when the packet goes on past ``end``.
+
 Input: a demultiplexed :class:`~cstrace.capture.stream.Stream` and the
-:class:`~cstrace.protocols.ptm.config.PtmConfig`; output: the packets of
-:mod:`cstrace.protocols.ptm.packets`, each with the capture index of its first
-byte and its raw bytes. The stream is consumed block by block
-(``stream.blocks()``, through a :class:`~cstrace.capture.window.BlockWindow`), so
-memory stays flat however long the capture; the packets are the same wherever
-the capture layer cuts its blocks.
+:class:`~cstrace.protocols.ptm.config.PtmConfig`. The stream is consumed block
+by block (``stream.blocks()``, through a
+:class:`~cstrace.capture.window.BlockWindow`), so memory stays flat however
+long the capture; the packets are the same wherever the capture layer cuts its
+blocks.
 
 Packet formats are those of the Program Flow Trace Architecture Specification
 (ARM IHI 0035B, §4.5 "PFT packet formats"). Headers are dispatched through a
-256-entry table built from the rows of its Table 4.1.
+256-entry table built from the rows of its Table 4.1 (:data:`READERS`).
 
 Synchronisation follows the reference decoder (OpenCSD): until the first A-sync
 the bytes are reported as ``NotSync`` packets, cut at most every 16 bytes and at
 the end of each block of data the deformatter delivers (one frame's bytes for
 one ID; 1024-byte reads of an unformatted capture). Once synchronised, the
-reader never loses sync again: a malformed A-sync becomes a ``BadSequence``
-packet, a reserved header a ``Reserved`` packet, and reading goes on with the
-next byte. A packet cut short by the end of the trace is an ``IncompleteEOT``.
-Nothing here raises on bad trace.
+reader never loses sync again.
 
 Timestamps are read as natural binary numbers even when ETMCCER bit 28 says
 they are Gray coded (PFTv1.0, or PFTv1.1 with the bit clear): the reference
@@ -28,9 +38,8 @@ listings do so, and cstrace matches them.
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Callable, Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Generator, Iterator
+from typing import NamedTuple, TypeAlias
 
 from cstrace.capture.stream import Stream
 from cstrace.capture.window import BlockWindow
@@ -50,6 +59,7 @@ from cstrace.protocols.ptm.packets import (
     ISync,
     ISyncReason,
     NotSync,
+    PtmPacket,
     PtmPacketType,
     Reserved,
     Timestamp,
@@ -60,11 +70,27 @@ from cstrace.protocols.ptm.packets import (
 __all__ = [
     "HEADER_ROWS",
     "HEADER_TABLE",
+    "READERS",
     "HeaderRow",
+    "ReaderState",
     "iter_packets",
     "pattern_bytes",
+    "read_async",
+    "read_atom",
+    "read_branch",
+    "read_context_id",
+    "read_exception_return",
+    "read_ignore",
+    "read_isync",
+    "read_reserved",
+    "read_timestamp",
+    "read_trigger",
+    "read_vmid",
+    "read_waypoint_update",
 ]
 
+# Packet kinds are named by PtmPacketType only: the table maps header bytes to
+# those members, and the reading loop dispatches on functions, not on kinds.
 T = PtmPacketType
 
 
@@ -128,7 +154,6 @@ def _build_table() -> tuple[PtmPacketType, ...]:
 
 HEADER_TABLE: tuple[PtmPacketType, ...] = _build_table()
 """Packet kind of every header byte."""
-_KINDS: tuple[int, ...] = tuple(int(k) for k in HEADER_TABLE)
 
 
 def _atom_table() -> tuple[tuple[int, int], ...]:
@@ -161,49 +186,417 @@ def _atom_table() -> tuple[tuple[int, int], ...]:
 
 
 _ATOMS = _atom_table()
-# Packet kinds as plain ints for the reading loop (enum attribute lookups are slow).
-_K_ATOM = int(T.ATOM)
-_K_BRANCH = int(T.BRANCH_ADDRESS)
-_K_ISYNC = int(T.I_SYNC)
-_K_TS = int(T.TIMESTAMP)
-_K_ASYNC = int(T.A_SYNC)
-_K_WP = int(T.WAYPOINT_UPDATE)
-_K_CTXT = int(T.CONTEXT_ID)
-_K_VMID = int(T.VMID)
-_K_TRIGGER = int(T.TRIGGER)
-_K_ERET = int(T.EXCEPTION_RETURN)
-_K_IGNORE = int(T.IGNORE)
-_ISA_BY_T = (Isa.A32, Isa.T32)
+_RAW1: tuple[bytes, ...] = tuple(bytes((b,)) for b in range(256))
+_REASONS: tuple[ISyncReason, ...] = tuple(ISyncReason(r) for r in range(4))
+_A32, _T32, _TEE, _JAZELLE = Isa.A32, Isa.T32, Isa.TEE, Isa.JAZELLE
 _BLOCK = 1024  # the reference lister reads captures 1024 bytes at a time
 _UNSYNC_MAX = 16  # unsynchronised bytes reported per NotSync packet at most
 _ASYNC_PAD_LIMIT = 11  # extra 0x00 bytes dropped at a time while hunting an A-sync
 _ASYNC_ZEROS = 5
 
 
-def _blocks(
-    rp: list[int], ri: list[int], n: int, first: int
-) -> Iterator[tuple[int, int, int, int]]:
+class ReaderState:
+    """What the reader keeps from one packet to the next, and the configuration its readers use.
+
+    Addresses and timestamps come compressed (only the bits that changed), and
+    the instruction set and security state carry over; OpenCSD keeps the same
+    fields in its packet object.
+    """
+
+    __slots__ = (
+        "address",
+        "alt_isa_exc",
+        "ca",
+        "ctxt_bytes",
+        "hyp",
+        "isa",
+        "ns",
+        "timestamp",
+        "ts_last",
+        "ts_last_bits",
+        "ts_last_mask",
+        "valid_bits",
+    )
+
+    def __init__(self, config: PtmConfig) -> None:
+        self.ca = config.cycle_accurate
+        """Cycle-accurate: atoms, branches, I-syncs and timestamps carry cycle counts."""
+        self.ctxt_bytes = config.ctxt_id_bytes
+        """Context ID bytes in I-sync and context ID packets."""
+        ts64 = config.ts_64bit
+        self.ts_last = 9 if ts64 else 7
+        """Offset in a timestamp packet of its last possible timestamp byte."""
+        self.ts_last_mask = 0xFF if ts64 else 0x3F
+        self.ts_last_bits = 8 if ts64 else 6
+        self.isa = Isa.UNKNOWN
+        self.address = 0
+        self.valid_bits = 0
+        """Address bits known since synchronisation."""
+        self.alt_isa_exc = 0
+        """AltISA bit of the last exception information byte (Thumb vs ThumbEE)."""
+        self.ns = False
+        self.hyp = False
+        self.timestamp = 0
+
+
+# --- per-kind readers (§4.5) -----------------------------------------------------------
+
+
+def _cycle_count(data: bytes, p: int, end: int) -> tuple[int, int]:
+    """(value, position after) of a cycle count field at ``data[p]``; position -1 if cut.
+
+    4 bits in bits [5:2] of the first byte (bit 6: more), then 7 bits a byte (bit 7:
+    more), 5 bytes at most (§4.5.4).
+    """
+    if p >= end:
+        return 0, -1
+    b = data[p]
+    value = (b >> 2) & 0xF
+    p += 1
+    if b & 0x40:
+        shift = 4
+        last = p + 4
+        while True:
+            if p >= end:
+                return 0, -1
+            b = data[p]
+            p += 1
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80 or p == last:
+                break
+    return value, p
+
+
+def _extract_address(data: bytes, pos: int, count: int, isa: Isa) -> tuple[int, int]:
+    """(address bits, number of bits) of ``count`` address bytes from ``pos`` for ``isa``."""
+    b = data[pos]
+    if isa is _JAZELLE:
+        value = (b & 0x7E) >> 1
+        bits = shift = 6
+    else:
+        value = b & 0x7E
+        bits = shift = 7
+    for i in range(1, count):
+        b = data[pos + i]
+        if i == 4:
+            if isa is _JAZELLE:
+                mask, nbits = 0x1F, 5
+            elif isa is _A32:
+                mask, nbits = 0x07, 3
+            else:
+                mask, nbits = 0x0F, 4
+        elif i == count - 1:
+            mask, nbits = 0x3F, 6
+        else:
+            mask, nbits = 0x7F, 7
+        value |= (b & mask) << shift
+        bits += nbits
+        shift += 7
+    if isa is _A32:
+        return value << 1, bits + 1
+    return value, bits
+
+
+def _address_isa(byte5: int) -> Isa:
+    """The instruction set a fifth address byte gives (§4.5.3)."""
+    if byte5 & 0x20:
+        return _JAZELLE
+    return _T32 if byte5 & 0x10 else _A32
+
+
+def _thumb_or_thumbee(isa: Isa, alt_isa_exc: int) -> Isa:
+    """Thumb and ThumbEE are told apart by the AltISA bit of exception information."""
+    if isa is _TEE and not alt_isa_exc:
+        return _T32
+    if isa is _T32 and alt_isa_exc:
+        return _TEE
+    return isa
+
+
+def read_async(data: bytes, pos: int, end: int, index: int, st: ReaderState) -> PtmPacket | None:
+    """A-sync (§4.5.1): five or more 0x00 then 0x80; BadSequence after 16 zeros or another byte."""
+    zeros = 1
+    p = pos + 1
+    while p < end:
+        b = data[p]
+        p += 1
+        if b:
+            if b == 0x80 and zeros >= _ASYNC_ZEROS:
+                return ASync(index, data[pos:p])
+            return BadSequence(index, data[pos:p], T.A_SYNC)
+        zeros += 1
+        if zeros >= _ASYNC_PAD_LIMIT + _ASYNC_ZEROS:
+            return BadSequence(index, data[pos:p], T.A_SYNC)
+    return None
+
+
+def read_isync(data: bytes, pos: int, end: int, index: int, st: ReaderState) -> ISync | None:
+    """I-sync (§4.5.2): address, information byte, cycle count if cycle-accurate, context ID."""
+    p = pos + 6
+    if p > end:
+        return None
+    info = data[pos + 5]
+    cc: int | None = None
+    if st.ca and info & 0x60:  # periodic I-syncs carry no cycle count
+        cc, p = _cycle_count(data, p, end)
+        if p < 0:
+            return None
+    ctxt: int | None = None
+    if st.ctxt_bytes:
+        q = p + st.ctxt_bytes
+        if q > end:
+            return None
+        ctxt = int.from_bytes(data[p:q], "little")
+        p = q
+    alt_isa = bool(info & 0x04)
+    a0 = data[pos + 1]
+    isa = (_TEE if alt_isa else _T32) if a0 & 1 else _A32
+    changed = isa is not st.isa
+    st.isa = isa
+    st.address = address = (
+        (a0 & 0xFE) | (data[pos + 2] << 8) | (data[pos + 3] << 16) | (data[pos + 4] << 24)
+    )
+    st.valid_bits = 32
+    st.ns = ns = bool(info & 0x08)
+    st.hyp = hyp = bool(info & 0x02)
+    reason = _REASONS[(info >> 5) & 3]
+    return ISync(index, data[pos:p], address, isa, reason, ns, hyp, alt_isa, ctxt, cc, changed)
+
+
+def read_atom(data: bytes, pos: int, end: int, index: int, st: ReaderState) -> Atom | None:
+    """Atom (§4.5.4): E/N atoms; cycle-accurate, one atom and a cycle count from the header on."""
+    h = data[pos]
+    if not st.ca:
+        bits, count = _ATOMS[h]
+        return Atom(index, _RAW1[h], bits, count)
+    cc, p = _cycle_count(data, pos, end)
+    if p < 0:
+        return None
+    return Atom(index, data[pos:p], 0 if h & 2 else 1, 1, cc)
+
+
+def _address_end(data: bytes, first: int, end: int) -> int:
+    """Position after the address bytes from ``data[first]``; -1 if cut.
+
+    Bit 7 of each of the first four says another follows; a fifth is the last.
+    """
+    p = first
+    last = first + 4
+    while p < end:
+        if p == last or not data[p] & 0x80:
+            return p + 1
+        p += 1
+    return -1
+
+
+def _set_address(st: ReaderState, data: bytes, first: int, count: int, isa: Isa) -> int:
+    """Merge the address bits of ``count`` bytes at ``data[first]`` into ``st``; their number."""
+    value, nbits = _extract_address(data, first, count, isa)
+    mask = (1 << nbits) - 1
+    st.address = (st.address & ~mask) | (value & mask)
+    if nbits > st.valid_bits:
+        st.valid_bits = nbits
+    return nbits
+
+
+def read_branch(data: bytes, pos: int, end: int, index: int, st: ReaderState) -> PtmPacket | None:
+    """Branch address (§4.5.3): 1-5 address bytes, 0-2 exception bytes, cycle count if CA."""
+    p = _address_end(data, pos, end)
+    if p < 0:
+        return None
+    num_addr = p - pos
+    last = data[p - 1]
+    isa = _address_isa(last) if num_addr == 5 else st.isa
+    alt, ns, hyp = st.alt_isa_exc, st.ns, st.hyp
+    exception: int | None = None
+    if num_addr > 1 and last & 0x40:  # exception information follows
+        if p >= end:
+            return None
+        e = data[p]
+        p += 1
+        alt = 1 if e & 0x40 else 0
+        ns = bool(e & 1)
+        exception = (e >> 1) & 0xF
+        if e & 0x80:
+            if p >= end:
+                return None
+            e = data[p]
+            p += 1
+            hyp = bool(e & 0x20)
+            exception |= (e & 0x1F) << 4
+    cc: int | None = None
+    if st.ca:
+        cc, p = _cycle_count(data, p, end)
+        if p < 0:
+            return None
+    isa = _thumb_or_thumbee(isa, alt)
+    changed = isa is not st.isa
+    nbits = _set_address(st, data, pos, num_addr, isa)
+    st.isa, st.alt_isa_exc, st.ns, st.hyp = isa, alt, ns, hyp
+    return BranchAddress(
+        index, data[pos:p], st.address, isa, st.valid_bits, nbits, changed, exception, ns, hyp,
+        exception is not None, cc,
+    )  # fmt: skip
+
+
+def read_waypoint_update(
+    data: bytes, pos: int, end: int, index: int, st: ReaderState
+) -> WaypointUpdate | None:
+    """Waypoint update (§4.5.5): 1-5 address bytes, then an AltISA byte after a fifth one."""
+    p = _address_end(data, pos + 1, end)
+    if p < 0:
+        return None
+    num_addr = p - pos - 1
+    isa = st.isa
+    alt = st.alt_isa_exc
+    if num_addr == 5:  # the fifth address byte gives the instruction set
+        last = data[p - 1]
+        isa = _address_isa(last)
+        if last & 0x40:
+            if p >= end:
+                return None
+            alt = 1 if data[p] & 0x40 else 0
+            p += 1
+    isa = _thumb_or_thumbee(isa, alt)
+    changed = isa is not st.isa
+    nbits = _set_address(st, data, pos + 1, num_addr, isa)
+    st.isa, st.alt_isa_exc = isa, alt
+    return WaypointUpdate(index, data[pos:p], st.address, isa, st.valid_bits, nbits, changed)
+
+
+def read_context_id(
+    data: bytes, pos: int, end: int, index: int, st: ReaderState
+) -> ContextID | None:
+    """Context ID (§4.5.6): the configured number of bytes, little-endian."""
+    p = pos + 1 + st.ctxt_bytes
+    if p > end:
+        return None
+    return ContextID(index, data[pos:p], int.from_bytes(data[pos + 1 : p], "little"))
+
+
+def read_vmid(data: bytes, pos: int, end: int, index: int, st: ReaderState) -> VMID | None:
+    """VMID (§4.5.7): one byte."""
+    if pos + 2 > end:
+        return None
+    return VMID(index, data[pos : pos + 2], data[pos + 1])
+
+
+def read_timestamp(
+    data: bytes, pos: int, end: int, index: int, st: ReaderState
+) -> Timestamp | None:
+    """Timestamp (§4.5.8): 7 bits a byte (the last byte 8, or 6 for 48 bits), cycle count if CA."""
+    p = pos + 1
+    last = pos + st.ts_last
+    value = nbits = 0
+    while True:
+        if p >= end:
+            return None
+        b = data[p]
+        if p == last:
+            value |= (b & st.ts_last_mask) << nbits
+            nbits += st.ts_last_bits
+            p += 1
+            break
+        value |= (b & 0x7F) << nbits
+        nbits += 7
+        p += 1
+        if not b & 0x80:
+            break
+    cc: int | None = None
+    if st.ca:
+        cc, p = _cycle_count(data, p, end)
+        if p < 0:
+            return None
+    # The reference (OpenCSD 1.3.3 to 1.8.0) merges the value as natural binary
+    # whatever ETMCCER bit 28 says; so do we (see the module notes).
+    mask = (1 << nbits) - 1
+    st.timestamp = (st.timestamp & ~mask) | (value & mask)
+    return Timestamp(index, data[pos:p], st.timestamp, nbits, cc)
+
+
+def read_trigger(data: bytes, pos: int, end: int, index: int, st: ReaderState) -> Trigger:
+    """Trigger (§4.5.9): the header alone."""
+    return Trigger(index, _RAW1[data[pos]])
+
+
+def read_exception_return(
+    data: bytes, pos: int, end: int, index: int, st: ReaderState
+) -> ExceptionReturn:
+    """Exception return (§4.5.10): the header alone."""
+    return ExceptionReturn(index, _RAW1[data[pos]])
+
+
+def read_ignore(data: bytes, pos: int, end: int, index: int, st: ReaderState) -> Ignore:
+    """Ignore (§4.5.11): the header alone."""
+    return Ignore(index, _RAW1[data[pos]])
+
+
+def read_reserved(data: bytes, pos: int, end: int, index: int, st: ReaderState) -> Reserved:
+    """A reserved header: a one-byte packet, and reading goes on with the next byte."""
+    return Reserved(index, _RAW1[data[pos]])
+
+
+Reader: TypeAlias = Callable[[bytes, int, int, int, ReaderState], PtmPacket | None]
+"""``read_<kind>(data, pos, end, index, state)``: see the module's reader contract."""
+
+_READ_KIND: dict[PtmPacketType, Reader] = {
+    T.A_SYNC: read_async,
+    T.I_SYNC: read_isync,
+    T.ATOM: read_atom,
+    T.BRANCH_ADDRESS: read_branch,
+    T.WAYPOINT_UPDATE: read_waypoint_update,
+    T.TRIGGER: read_trigger,
+    T.CONTEXT_ID: read_context_id,
+    T.VMID: read_vmid,
+    T.TIMESTAMP: read_timestamp,
+    T.EXCEPTION_RETURN: read_exception_return,
+    T.IGNORE: read_ignore,
+    T.RESERVED: read_reserved,
+}
+
+READERS: tuple[Reader, ...] = tuple(_READ_KIND[kind] for kind in HEADER_TABLE)
+"""The reader of every header byte (from :data:`HEADER_TABLE`)."""
+
+
+def _one_byte_atoms(ca: bool) -> tuple[tuple[int, int, int | None] | None, ...]:
+    """(E/N bits, count, cycle count) of the headers that are a whole atom packet, else None.
+
+    The reading loop makes these atoms itself (the most frequent packets); every
+    other header goes through :data:`READERS`.
+    """
+    out: list[tuple[int, int, int | None] | None] = []
+    for h in range(256):
+        if HEADER_TABLE[h] is not T.ATOM:
+            out.append(None)
+        elif not ca:
+            out.append((*_ATOMS[h], None))
+        else:  # cycle-accurate: one atom; bit 6 says the cycle count goes on
+            out.append(None if h & 0x40 else (0 if h & 2 else 1, 1, (h >> 2) & 0xF))
+    return tuple(out)
+
+
+_ONE_BYTE_ATOMS = (_one_byte_atoms(False), _one_byte_atoms(True))
+
+
+# --- before the first A-sync -----------------------------------------------------------
+
+
+def _ref_blocks(win: BlockWindow, first: int) -> Iterator[tuple[int, int, int, int]]:
     """(start, end, capture index, run) of the blocks the reference delivers one by one.
 
-    Over a window's runs (``rp``/``ri``, ``n`` bytes), from position ``first``;
-    ``run`` is the number of the run in the window.
+    From window position ``first``: one block per run of the window (a formatter
+    frame's bytes for the ID), cut where a 1024-byte read of the capture ends;
+    ``run`` is the number of the run in the whole stream.
     """
-    k = max(bisect_right(rp, first) - 1, 0)
+    n = len(win.data)
+    cur = win.cursor(first)
     start = first
-    index = ri[k] + first - rp[k]
-    nruns = len(rp)
-    while k < nruns:
-        end = rp[k + 1] if k + 1 < nruns else n
-        while start < end:
-            # a 1024-byte read boundary may fall inside a run (unformatted captures)
-            cut = min(end, start + _BLOCK - (index % _BLOCK))
-            yield start, cut, index, k
-            index += cut - start
-            start = cut
-        k += 1
-        if k < nruns:
-            start = rp[k]
-            index = ri[k]
+    while start < n:
+        index = cur.at(start)
+        end = min(cur.limit, n, start + _BLOCK - index % _BLOCK)
+        yield start, end, index, win.first_run + cur.run
+        start = end
 
 
 class _Unsynced:
@@ -330,495 +723,86 @@ class _Unsynced:
         return found
 
 
-def _cycle_count(data: bytes, pos: int) -> int:
-    """Cycle count field at ``pos``: 4 bits then 7 bits a byte, at most 5 bytes."""
-    b = data[pos]
-    value = (b >> 2) & 0xF
-    more = b & 0x40
-    shift = 4
-    k = 1
-    while more:
-        b = data[pos + k]
-        value |= (b & 0x7F) << shift
-        shift += 7
-        more = b & 0x80
-        k += 1
-        if k == 5:
-            break
-    return value
+def _iter_unsynced(win: BlockWindow, hunt: _Unsynced) -> Generator[Packet, None, bool]:
+    """The NotSync packets before the first A-sync; True once ``hunt`` found it.
 
-
-def _extract_address(data: bytes, pos: int, count: int, isa: Isa) -> tuple[int, int]:
-    """(address bits, number of bits) of ``count`` address bytes from ``pos`` for ``isa``."""
-    value = 0
-    bits = 0
-    shift = 0
-    for i in range(count):
-        b = data[pos + i]
-        if i == 0:
-            mask, nbits = 0x7E, 7
-        elif i == 4:
-            if isa == Isa.JAZELLE:
-                mask, nbits = 0x1F, 5
-            elif isa == Isa.A32:
-                mask, nbits = 0x07, 3
-            else:
-                mask, nbits = 0x0F, 4
-        elif i == count - 1:
-            mask, nbits = 0x3F, 6
-        else:
-            mask, nbits = 0x7F, 7
-        value |= (b & mask) << shift
-        bits += nbits
-        if i == 0:
-            if isa == Isa.JAZELLE:
-                value >>= 1
-                shift = 6
-                bits -= 1
-            else:
-                shift = 7
-        else:
-            shift += 7
-    if isa == Isa.A32:
-        value <<= 1
-        bits += 1
-    return value, bits
-
-
-def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> Iterator[Packet]:
-    """Read the PTM packets of one trace ID's stream."""
-    win = BlockWindow(stream)
-    if not win.advance(0):
-        return
+    The hunt goes block by block (the reference's blocks, see ``_ref_blocks``). The
+    last block of a window may go on in the next capture block: it is scanned
+    with the next window, which also keeps the 1024 bytes before it (the
+    reference's previous read, see ``_Unsynced._beyond``).
+    """
     out: list[Packet] = []
-
-    # --- before the first A-sync -------------------------------------------------
-    # The hunt goes block by block (the reference's blocks, see ``_blocks``). The
-    # last block of a window may go on in the next capture block: it is scanned
-    # with the next window, which also keeps the 1024 bytes before it (the
-    # reference's previous read, see ``_Unsynced._beyond``).
-    hunt = _Unsynced(stream)
-    synced = False
     first = 0
-    while not synced:
+    while True:
         data = win.data
         n = len(data)
         held = n
-        for start, end, index, run in _blocks(win.run_pos, win.run_idx, n, first):
+        for start, end, index, run in _ref_blocks(win, first):
             if end == n and not win.final:
                 held = start
                 break
-            hunt.run = win.first_run + run
-            synced = hunt.feed(data, start, end, index, out)
+            hunt.run = run
+            found = hunt.feed(data, start, end, index, out)
             yield from out
             out.clear()
-            if synced:
-                break
-        if synced:
-            break
+            if found:
+                return True
         keep = max(held - _BLOCK, 0)
         if not win.advance(keep):
-            break
+            return False
         first = held - keep
-    if not synced:
+
+
+# --- the reading loop ------------------------------------------------------------------
+
+
+def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> Iterator[Packet]:
+    """Read the PTM packets of one trace ID's stream (see the module's reader contract)."""
+    win = BlockWindow(stream)
+    if not win.advance(0):
+        return
+    hunt = _Unsynced(stream)
+    if not (yield from _iter_unsynced(win, hunt)):
         if complete and hunt.pending:
             yield IncompleteEOT(hunt.index, bytes(hunt.pending))
         return
     yield ASync(hunt.index, hunt.async_raw)
 
-    # --- synchronised ------------------------------------------------------------
-    ca = config.cycle_accurate
-    ctxt_bytes = config.ctxt_id_bytes
-    ts_max = 10 if config.ts_64bit else 8
-    ts_size = 64 if config.ts_64bit else 48
-    table = _KINDS
-    atoms = _ATOMS
-    K_ATOM, K_BRANCH, K_ISYNC, K_TS, K_ASYNC = _K_ATOM, _K_BRANCH, _K_ISYNC, _K_TS, _K_ASYNC
-    K_WP, K_CTXT, K_VMID, K_TRIGGER = _K_WP, _K_CTXT, _K_VMID, _K_TRIGGER
-    K_ERET, K_IGNORE = _K_ERET, _K_IGNORE
-    isa_unknown, isa_a32, isa_t32, isa_tee, isa_jaz = (
-        Isa.UNKNOWN,
-        Isa.A32,
-        Isa.T32,
-        Isa.TEE,
-        Isa.JAZELLE,
-    )
-
-    # capture index of a stream position: walk the runs forward
-    run_pos = win.run_pos
-    run_idx = win.run_idx
-    nruns = len(run_pos)
-    k = 0
-    base = run_idx[0] - run_pos[0]
-    nxt = run_pos[1] if nruns > 1 else n + 1
-
-    # running packet state (OpenCSD keeps it in its packet object)
-    isa = Isa.UNKNOWN
-    address = 0
-    valid_bits = 0
-    alt_isa_exc = 0
-    ns = False
-    hyp = False
-    alt_isa = False
-    context_id = 0
-    timestamp = 0
-
+    st = ReaderState(config)
+    readers = READERS
+    atoms = _ONE_BYTE_ATOMS[st.ca]
+    raw1 = _RAW1
+    data = win.data
+    n = len(data)
     pos = hunt.resume
+    cur = win.cursor(pos)
+    base, limit = cur.base, cur.limit  # capture index = base + position, up to limit
     while True:
         while pos < n:
-            start = pos
-            while start >= nxt:
-                k += 1
-                base = run_idx[k] - run_pos[k]
-                nxt = run_pos[k + 1] if k + 1 < nruns else n + 1
-            offset = base + start
+            if pos >= limit:
+                cur.at(pos)
+                base, limit = cur.base, cur.limit
             h = data[pos]
-            kind = table[h]
-            pos += 1
-
-            if kind == K_ATOM:
-                if not ca:
-                    bits, count = atoms[h]
-                    yield Atom(offset, data[start:pos], bits, count)
-                    continue
-                if h & 0x40:  # cycle count continues in up to 4 more bytes
-                    done = False
-                    while pos < n:
-                        b = data[pos]
-                        pos += 1
-                        if not b & 0x80 or pos - start == 5:
-                            done = True
-                            break
-                    if not done:
-                        pos = start
-                        break
-                yield Atom(
-                    offset,
-                    data[start:pos],
-                    0 if h & 2 else 1,
-                    1,
-                    _cycle_count(data, start) if h & 0x40 else (h >> 2) & 0xF,
-                )
-                continue
-
-            if kind == K_BRANCH:
-                num_addr = 1
-                num_exc = 0
-                cc_bytes = 0
-                addr_isa = isa_unknown
-                got_addr = got_exc = done = False
-                if not h & 0x80:
-                    got_addr = got_exc = True
-                    done = not ca
-                truncated = False
-                while not done:
-                    if pos >= n:
-                        truncated = True
-                        break
-                    b = data[pos]
-                    pos += 1
-                    if not got_addr:
-                        if pos - start - 1 < 4:
-                            if not b & 0x80:
-                                got_exc = not b & 0x40
-                                got_addr = True
-                                done = got_exc and not ca
-                        else:
-                            got_exc = not b & 0x40
-                            got_addr = True
-                            done = got_exc and not ca
-                            if b & 0x20:
-                                addr_isa = isa_jaz
-                            elif (b & 0x30) == 0x10:
-                                addr_isa = isa_t32
-                            else:
-                                addr_isa = isa_a32
-                        num_addr += 1
-                    elif not got_exc:
-                        if num_exc == 0:
-                            got_exc = not b & 0x80
-                            alt_isa_exc = 1 if b & 0x40 else 0
-                        else:
-                            got_exc = True
-                        num_exc += 1
-                        done = got_exc and not ca
-                    else:  # cycle count bytes
-                        if cc_bytes == 0:
-                            done = not b & 0x40
-                        else:
-                            done = not b & 0x80 or cc_bytes == 4
-                        cc_bytes += 1
-                if truncated:
-                    pos = start
-                    break
-                if addr_isa == isa_unknown:
-                    addr_isa = isa
-                if addr_isa == isa_tee and not alt_isa_exc:
-                    addr_isa = isa_t32
-                elif addr_isa == isa_t32 and alt_isa_exc:
-                    addr_isa = isa_tee
-                changed = addr_isa != isa
-                isa = addr_isa
-                value, nbits = _extract_address(data, start, num_addr, isa)
-                mask = (1 << nbits) - 1
-                address = (address & ~mask) | (value & mask)
-                if nbits > valid_bits:
-                    valid_bits = nbits
-                exception: int | None = None
-                ns_updated = False
-                if num_exc:
-                    e1 = data[start + num_addr]
-                    exception = (e1 >> 1) & 0xF
-                    ns = bool(e1 & 1)
-                    ns_updated = True
-                    if num_exc > 1:
-                        e2 = data[start + num_addr + 1]
-                        hyp = bool((e2 >> 5) & 1)
-                        exception |= (e2 & 0x1F) << 4
-                cc = _cycle_count(data, start + num_addr + num_exc) if ca else None
-                yield BranchAddress(
-                    offset,
-                    data[start:pos],
-                    address,
-                    isa,
-                    valid_bits,
-                    nbits,
-                    changed,
-                    exception,
-                    ns,
-                    hyp,
-                    ns_updated,
-                    cc,
-                )
-                continue
-
-            if kind == K_ISYNC:
-                need = 6 + ctxt_bytes
-                need_cc = False
-                got_cc = False
-                cc_len = 0
-                while pos - start < need and pos < n:
-                    b = data[pos]
-                    pos += 1
-                    i = pos - start - 1
-                    if i == 5:
-                        need_cc = ca and ((b >> 5) & 3) != 0
-                        if need_cc:
-                            need += 1
-                    elif i > 5 and need_cc and not got_cc:
-                        if i == 6:
-                            got_cc = not b & 0x40
-                        else:
-                            got_cc = not b & 0x80 or i == 10
-                        cc_len += 1
-                        if not got_cc:
-                            need += 1
-                if pos - start < need:
-                    pos = start
-                    break
-                info = data[start + 5]
-                reason = ISyncReason((info >> 5) & 3)
-                ns = bool(info & 0x08)
-                alt_isa = bool(info & 0x04)
-                hyp = bool(info & 0x02)
-                new_isa = (isa_tee if alt_isa else isa_t32) if data[start + 1] & 1 else isa_a32
-                changed = new_isa != isa
-                isa = new_isa
-                address = (
-                    (data[start + 1] & 0xFE)
-                    | (data[start + 2] << 8)
-                    | (data[start + 3] << 16)
-                    | (data[start + 4] << 24)
-                )
-                valid_bits = 32
-                cc = _cycle_count(data, start + 6) if need_cc else None
-                ctxt: int | None = None
-                if ctxt_bytes:
-                    p = start + 6 + cc_len
-                    context_id = int.from_bytes(data[p : p + ctxt_bytes], "little")
-                    ctxt = context_id
-                yield ISync(
-                    offset,
-                    data[start:pos],
-                    address,
-                    isa,
-                    reason,
-                    ns,
-                    hyp,
-                    alt_isa,
-                    ctxt,
-                    cc,
-                    changed,
-                )
-                continue
-
-            if kind == K_TS:
-                got_ts = False
-                cc_len = 0
-                done = False
-                while not done and pos < n:
-                    b = data[pos]
-                    pos += 1
-                    if not got_ts:
-                        if not b & 0x80 or pos - start == ts_max:
-                            got_ts = True
-                            done = not ca
-                    else:
-                        if not b & (0x40 if cc_len == 0 else 0x80):
-                            done = True
-                        cc_len += 1
-                        if cc_len == 5:
-                            done = True
-                if not done:
-                    pos = start
-                    break
-                value = 0
-                nbits = 0
-                shift = 0
-                p = start + 1
-                while True:
-                    b = data[p]
-                    p += 1
-                    if ts_size == 64:
-                        if p - start - 1 < 9:
-                            more = b & 0x80
-                            b &= 0x7F
-                            nbits += 7
-                        else:
-                            more = 0
-                            nbits += 8
-                    else:
-                        if p - start - 1 < 7:
-                            more = b & 0x80
-                            b &= 0x7F
-                            nbits += 7
-                        else:
-                            more = 0
-                            b &= 0x3F
-                            nbits += 6
-                    value |= b << shift
-                    shift += 7
-                    if not more:
-                        break
-                cc = _cycle_count(data, p) if ca else None
-                # The reference (OpenCSD 1.3.3 to 1.8.0) merges the value as natural
-                # binary whatever ETMCCER bit 28 says; so do we (see the module notes).
-                mask = (1 << nbits) - 1
-                timestamp = (timestamp & ~mask) | (value & mask)
-                yield Timestamp(offset, data[start:pos], timestamp, nbits, cc)
-                continue
-
-            if kind == K_ASYNC:
-                zeros = 1
-                result = -1
-                while pos < n:
-                    b = data[pos]
-                    pos += 1
-                    if b == 0:
-                        zeros += 1
-                        if zeros >= _ASYNC_PAD_LIMIT + _ASYNC_ZEROS:
-                            result = 1
-                            break
-                    else:
-                        result = 0 if b == 0x80 and zeros >= _ASYNC_ZEROS else 1
-                        break
-                if result < 0:
-                    pos = start
-                    break
-                if result == 0:
-                    yield ASync(offset, data[start:pos])
-                else:
-                    yield BadSequence(offset, data[start:pos], T.A_SYNC)
-                continue
-
-            if kind == K_WP:
-                num_addr = 0
-                addr_isa = isa_unknown
-                got_addr = got_exc = done = False
-                while not done and pos < n:
-                    b = data[pos]
-                    pos += 1
-                    if not got_addr:
-                        if pos - start - 1 <= 4:
-                            if not b & 0x80:
-                                got_addr = got_exc = done = True
-                        else:
-                            got_exc = not b & 0x40
-                            got_addr = True
-                            done = got_exc
-                            if b & 0x20:
-                                addr_isa = isa_jaz
-                            elif (b & 0x30) == 0x10:
-                                addr_isa = isa_t32
-                            else:
-                                addr_isa = isa_a32
-                        num_addr += 1
-                    else:
-                        alt_isa_exc = 1 if b & 0x40 else 0
-                        got_exc = done = True
-                if not done:
-                    pos = start
-                    break
-                if addr_isa == isa_unknown:
-                    addr_isa = isa
-                if addr_isa == isa_tee and not alt_isa_exc:
-                    addr_isa = isa_t32
-                elif addr_isa == isa_t32 and alt_isa_exc:
-                    addr_isa = isa_tee
-                changed = addr_isa != isa
-                isa = addr_isa
-                value, nbits = _extract_address(data, start + 1, num_addr, isa)
-                mask = (1 << nbits) - 1
-                address = (address & ~mask) | (value & mask)
-                if nbits > valid_bits:
-                    valid_bits = nbits
-                yield WaypointUpdate(
-                    offset, data[start:pos], address, isa, valid_bits, nbits, changed
-                )
-                continue
-
-            if kind == K_CTXT:
-                if n - pos < ctxt_bytes:
-                    pos = start
-                    break
-                context_id = int.from_bytes(data[pos : pos + ctxt_bytes], "little")
-                pos += ctxt_bytes
-                yield ContextID(offset, data[start:pos], context_id)
-                continue
-
-            if kind == K_VMID:
-                if pos >= n:
-                    pos = start
-                    break
+            atom = atoms[h]
+            if atom is not None:  # a one-byte atom packet, the most frequent kind
+                bits, count, cc = atom
+                yield Atom(base + pos, raw1[h], bits, count, cc)
                 pos += 1
-                yield VMID(offset, data[start:pos], data[pos - 1])
                 continue
-
-            if kind == K_TRIGGER:
-                yield Trigger(offset, data[start:pos])
-            elif kind == K_ERET:
-                yield ExceptionReturn(offset, data[start:pos])
-            elif kind == K_IGNORE:
-                yield Ignore(offset, data[start:pos])
-            else:
-                yield Reserved(offset, data[start:pos])
-
+            pkt = readers[h](data, pos, n, base + pos, st)
+            if pkt is None:
+                break
+            pos += len(pkt.raw)
+            yield pkt
         # The window is used up, or the packet at ``pos`` goes on in the next
         # block: keep its bytes and read it again, whole, with the next window.
         if not win.advance(pos):
             break
         data = win.data
         n = len(data)
-        run_pos = win.run_pos
-        run_idx = win.run_idx
-        nruns = len(run_pos)
-        pos = k = 0
-        base = run_idx[0] - run_pos[0]
-        nxt = run_pos[1] if nruns > 1 else n + 1
+        pos = 0
+        cur = win.cursor()
+        base, limit = cur.base, cur.limit
 
     if pos < n and complete:
-        while pos >= nxt:
-            k += 1
-            base = run_idx[k] - run_pos[k]
-            nxt = run_pos[k + 1] if k + 1 < nruns else n + 1
-        yield IncompleteEOT(base + pos, data[pos:])
+        yield IncompleteEOT(cur.at(pos), data[pos:])
