@@ -41,12 +41,15 @@ from cstrace.errors import (
     SnapshotError,
 )
 from cstrace.inputs import detect_capture, read_snapshot
+from cstrace.inputs.files import BytesBlob, PathBlob
 from cstrace.protocols import DecodeOptions
-from cstrace.trace import Buffer, Source, Trace
+from cstrace.trace import Blob, Buffer, Dump, Image, Origin, Source, Trace
 
 __all__ = [
     "BatchBuilder",
+    "Blob",
     "Buffer",
+    "BytesBlob",
     "BufferDecode",
     "CaptureError",
     "ConfigError",
@@ -55,9 +58,13 @@ __all__ = [
     "Demux",
     "DiagCode",
     "DiagKind",
+    "Dump",
     "ElementBatch",
+    "Origin",
+    "PathBlob",
     "Session",
     "Severity",
+    "Image",
     "InputError",
     "Issue",
     "IssueKind",
