@@ -42,7 +42,15 @@ from cstrace.protocols.etmv4.packets import (
     TraceInfo,
     TraceOn,
 )
-from cstrace.protocols.etmv4.reader import HEADER_ROWS, header_table, iter_packets, row_bytes
+from cstrace.protocols.etmv4.reader import (
+    HEADER_ROWS,
+    header_table,
+    iter_packets,
+    read_address_long,
+    read_instrumentation,
+    read_reserved,
+    row_bytes,
+)
 from cstrace.render.ocsd.etmv4 import packet_text
 
 P = PacketType
@@ -100,10 +108,11 @@ def test_header_table_depends_on_configuration() -> None:
     assert kinds[0x07] == P.EXCEPT_RTN
     ete = Etmv4Config(configr=1, traceidr=1, idr0=0x28C1CEA1, idr1=0x4100FFF0, idr2=0xD0001088,
                       devarch=0x47735A13, core_name="ARM-AA64")  # fmt: skip
-    handlers_v4, _ = header_table(etm4())
-    _, kinds_ete = header_table(ete)
+    readers_v4, _ = header_table(etm4())
+    readers_ete, kinds_ete = header_table(ete)
     assert kinds_ete[0x09] == P.ITE and kinds_ete[0xB6] == P.SRC_ADDR_L_32IS0
-    assert handlers_v4[0x09] == handlers_v4[0xB6] == 0  # reserved in ETMv4.0
+    assert readers_ete[0x09] is read_instrumentation and readers_ete[0xB6] is read_address_long
+    assert readers_v4[0x09] is readers_v4[0xB6] is read_reserved  # reserved in ETMv4.0
 
 
 # -- synchronisation ------------------------------------------------------------------
