@@ -157,6 +157,7 @@ def iter_elements(
             if isinstance(pk, TfoPacket):
                 if pk.context_id is not None and pk.context_id != ctxid:
                     ctxid = pk.context_id
+                    f.mem.set_context(ctxid)
                 baddr = pk.address & ~1
                 bisa = Isa.JAZELLE if pk.jazelle else (Isa.T32 if pk.address & 1 else Isa.A32)
                 if pk.reason == 0 and f.ok:
@@ -180,6 +181,7 @@ def iter_elements(
             elif isinstance(pk, ContextIdPkt):
                 if pk.value != ctxid:
                     ctxid = pk.value
+                    f.mem.set_context(ctxid)
                     yield from flush(off)
                     yield ctx_elem(off)
             elif isinstance(pk, ReservedPkt):
