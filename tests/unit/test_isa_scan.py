@@ -158,6 +158,17 @@ def test_scan_to_address() -> None:
     assert (s.count, s.end, s.reason) == (3, 8, StopReason.ADDRESS)
 
 
+def test_a32_bx_without_its_should_be_one_bits_is_a_waypoint() -> None:
+    # BXEQ r0 with bits 19:8 clear: the classifier (as the reference's) ignores them,
+    # so the scanner's pre-filter must not skip it, in small and in large code.
+    nop, bx = 0xE320F000, 0x01200010
+    assert decode(Isa.A32, 0, bx, OPTS).itype == InstrType.BR_INDIRECT
+    for body in ([nop, bx, nop], [nop] * 1000 + [bx] + [nop] * 10):
+        code = struct.pack(f"<{len(body)}I", *body)
+        s = scan_to_waypoint(code, 0, 0, Isa.A32, OPTS)
+        assert (s.count, s.reason) == (len(body) - body[::-1].index(bx), StopReason.WAYPOINT)
+
+
 def test_unsupported_isa() -> None:
     with pytest.raises(ValueError):
         scan_to_waypoint(b"\0" * 8, 0, 0, Isa.UNKNOWN, OPTS)

@@ -51,6 +51,10 @@ _A64_CAND = bytes(
 _A32_TOP_CAND = bytes(
     1 if (b >> 4) == 0xF or (b >> 1) & 7 in (4, 5) or b & 0x0F == 0x0E else 0 for b in range(256)
 )
+# A32 BX/BLX/BXJ (register): the classifier, as the reference's, ignores their
+# should-be-one bits 19:8, so bits 15:12 need not be 1111 there.
+_A32_BX_MASK = 0x0FF00000
+_A32_BX_BITS = 0x01200000
 # T32 first-halfword top byte: 0 = 16-bit, never a waypoint; 1 = 32-bit, never a
 # waypoint; 2 = may be a waypoint, an IT, or a WFI/WFE: classify it.
 _T32_KIND = bytearray(256)
@@ -109,7 +113,11 @@ class _WordIndex:
         if self.isa == Isa.A64:
             mask = _A64_CAND_NP[top]
         else:
-            mask = _A32_TOP_NP[top] | ((arr & 0xF000) == 0xF000)
+            mask = (
+                _A32_TOP_NP[top]
+                | ((arr & 0xF000) == 0xF000)
+                | ((arr & _A32_BX_MASK) == _A32_BX_BITS)
+            )
         idx = np.flatnonzero(mask)
         cache = self.cache
         fn = self.fn
@@ -273,7 +281,9 @@ class Walker:
         w = 0
         for w in _words(code, off, limit):
             count += 1
-            if cand[w >> 24] or (a32 and (w & 0xF000) == 0xF000):
+            if cand[w >> 24] or (
+                a32 and ((w & 0xF000) == 0xF000 or (w & _A32_BX_MASK) == _A32_BX_BITS)
+            ):
                 c = cache.get(w)
                 if c is None:
                     c = cache[w] = fn(w)
