@@ -10,7 +10,9 @@ a plain instruction-by-instruction walk on random code.
 
 from __future__ import annotations
 
+import gc
 import struct
+import weakref
 
 import pytest
 from hypothesis import given, settings
@@ -315,12 +317,19 @@ def test_no_memory_and_sharing() -> None:
     b = bc.block(0x1000, Isa.A64, EL1N)
     assert (b.count, b.found) == (0, False)
     mem = memory((0x1000, words(RET64)))
-    shared = BlockCache.shared(mem, OPTS)
-    assert BlockCache.shared(mem, OPTS) is shared
-    assert BlockCache.shared(mem, IsaOptions(ArchVersion.V8)) is not shared
-    assert BlockCache.shared(memory(), OPTS) is not shared
-    # NO_MEMORY cannot be weakly referenced: a cache of its own each time
+    one = BlockCache.shared(mem, OPTS)
+    other = BlockCache.shared(mem, OPTS)
+    b = one.block(0x1000, Isa.A64, EL1N)
+    assert other.block(0x1000, Isa.A64, EL1N) is b  # the decoders of one memory share blocks
+    assert BlockCache.shared(mem, IsaOptions(ArchVersion.V8)).block(0x1000, Isa.A64, EL1N) is not b
+    assert BlockCache.shared(memory(), OPTS).block(0x1000, Isa.A64, EL1N) is not b
+    # NO_MEMORY cannot be weakly referenced: blocks of its own each time
     assert BlockCache.shared(None, OPTS).memory is NO_MEMORY
+    # the shared blocks do not keep the memory alive
+    gone = weakref.ref(mem)
+    del mem, one, other
+    gc.collect()
+    assert gone() is None
 
 
 def test_unwalkable_isa() -> None:

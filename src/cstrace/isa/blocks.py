@@ -45,7 +45,7 @@ import weakref
 from typing import Any
 
 from cstrace.elements import InstrSubtype, InstrType, Isa
-from cstrace.isa.decode import decode, read_opcode
+from cstrace.isa.decode import branch_target, cls_cache
 from cstrace.isa.scan import Walker
 from cstrace.isa.types import InstrInfo, IsaOptions, StopReason
 from cstrace.memory.code import NO_MEMORY, CodeMemory
@@ -58,8 +58,11 @@ GENERATIONS = 16
 MAX_BLOCKS = 1 << 18
 """Blocks kept per memory space, ISA and generation (a full table is emptied)."""
 _MAX_WALKERS = 4096  # code objects (regions) with a walker kept at once
+_RUN = 64  # instructions classified at most by one miss of BlockCache.instr
+_INT = tuple(range(64))  # enum member -> plain int, by indexing
 
 _ISAS = tuple(Isa)
+_A32, _T32, _A64 = int(Isa.A32), int(Isa.T32), int(Isa.A64)
 _ITYPES = tuple(InstrType)
 _ISUBS = tuple(InstrSubtype)
 _OTHER = int(InstrType.OTHER)
@@ -73,6 +76,10 @@ _ADDRESS = StopReason.ADDRESS
 RangeArgs = tuple[int, int, int, Isa, bool, int, InstrType, InstrSubtype, bool]
 """The arguments of :class:`~cstrace.elements.InstrRange` after its ``offset``:
 ``(start, end, num_instr, isa, last_exec, last_size, last_type, last_subtype, last_cond)``."""
+
+RangeTail = tuple[int, InstrType, InstrSubtype, bool]
+"""``(last_size, last_type, last_subtype, last_cond)``: the end of :data:`RangeArgs`."""
+_TAILS: dict[int, RangeTail] = {}  # the shared tails, by size, type, sub-type and condition
 
 BlockKey = int | tuple[int, int]
 """A block table key: the start address, or ``(address, it)`` for a T32 walk that
@@ -102,12 +109,20 @@ class Block:
     - ``range_e`` / ``range_n``: the ``INSTR_RANGE`` of the walk when its last
       instruction is executed / not executed, as the arguments of
       :class:`~cstrace.elements.InstrRange` after its offset (:data:`RangeArgs`),
-      so a decoder writes ``InstrRange(offset, *block.range_e)``.
+      so a decoder writes ``InstrRange(offset, *block.range_e)``. Made on
+      first use, then a plain slot: a block used once pays for one.
+    - ``tail``: the last four of those arguments, ``(last_size, last_type,
+      last_subtype, last_cond)``, one shared tuple per distinct value (a
+      decoder that builds its own ranges, such as ETMv3's one per instruction,
+      writes ``InstrRange(offset, start, end, n, isa, executed, *block.tail)``
+      and allocates nothing more per block).
 
     ``isa``, ``next_isa``, ``itype`` and ``subtype`` hold the plain int values
     of :class:`~cstrace.elements.Isa`, :class:`~cstrace.elements.InstrType` and
     :class:`~cstrace.elements.InstrSubtype` (the decoders' hot loops index and
-    compare them: exact ints are faster there); ``range_e``/``range_n`` hold the
+    compare them: exact ints are faster there), and the constructor takes them
+    so (:meth:`of_walk` converts the fields of an
+    :class:`~cstrace.isa.types.InstrInfo`); ``range_e``/``range_n`` hold the
     enum members the elements carry.
 
     Blocks are shared through the cache: treat them as read-only.
@@ -129,6 +144,7 @@ class Block:
         "size",
         "start",
         "subtype",
+        "tail",
         "target",
     )
 
@@ -146,6 +162,7 @@ class Block:
     target: int
     next_isa: int
     it_out: int
+    tail: RangeTail
     range_e: RangeArgs
     range_n: RangeArgs
 
@@ -165,24 +182,35 @@ class Block:
         target: int = 0,
         next_isa: int | None = None,
     ) -> None:
-        isa = int(isa)
+        # Plain ints only (see the class docstring): the producers convert enums.
         self.start = start
         self.isa = isa
         self.count = count
         self.end = end
         self.reason = reason
-        self.found = reason != _NO_BYTES
+        self.found = reason is not _NO_BYTES
         self.it_out = it_out
-        self.itype = itype = int(itype)
-        self.subtype = subtype = int(subtype)
+        self.itype = itype
+        self.subtype = subtype
         self.size = size
         self.cond = cond
         self.link = link
         self.target = target
-        self.next_isa = isa if next_isa is None else int(next_isa)
-        tail = (size, _ITYPES[itype], _ISUBS[subtype], cond)
-        self.range_e = (start, end, count, _ISAS[isa], True, *tail)
-        self.range_n = (start, end, count, _ISAS[isa], False, *tail)
+        self.next_isa = isa if next_isa is None else next_isa
+        key = (size << 16) | (itype << 12) | (subtype << 1) | cond
+        tail = _TAILS.get(key)
+        if tail is None:
+            tail = _TAILS[key] = (size, _ITYPES[itype], _ISUBS[subtype], cond)
+        self.tail = tail
+
+    def __getattr__(self, name: str) -> RangeArgs:
+        # Called only for slots not set yet: the range arguments, made on first use.
+        if name != "range_e" and name != "range_n":
+            raise AttributeError(name)
+        taken = name == "range_e"
+        r = (self.start, self.end, self.count, _ISAS[self.isa], taken, *self.tail)
+        setattr(self, name, r)
+        return r
 
     @classmethod
     def of_walk(
@@ -196,6 +224,7 @@ class Block:
         it_out: int = 0,
     ) -> Block:
         """The block of a walk whose last instruction is ``last`` (None: none walked)."""
+        isa = int(isa)
         if last is None:
             return cls(start, isa, count, end, reason, it_out)
         return cls(
@@ -205,13 +234,13 @@ class Block:
             end,
             reason,
             it_out,
-            last.itype,
-            last.subtype,
+            int(last.itype),
+            int(last.subtype),
             last.size,
             last.is_cond,
             last.is_link,
             last.target or 0,
-            last.next_isa,
+            int(last.next_isa),
         )
 
     def ending(self, start: int, count: int, reason: StopReason) -> Block:
@@ -261,7 +290,33 @@ class _View:
         return n + sum(len(t) for ts in self.instrs.values() for t in ts)
 
 
-_SHARED: weakref.WeakKeyDictionary[Any, dict[IsaOptions, BlockCache]] = weakref.WeakKeyDictionary()
+class _Store:
+    """What the caches of one code memory and one set of options share.
+
+    The tables of the last :data:`GENERATIONS` generations (oldest first) and
+    the walkers of the regions' code. It holds no reference to the memory, so
+    a memory shared through :meth:`BlockCache.shared` can still be freed.
+    """
+
+    __slots__ = ("views", "walkers")
+
+    def __init__(self) -> None:
+        self.views: dict[int, _View] = {}
+        self.walkers: dict[tuple[int, int, int], Walker] = {}
+
+    def view(self, generation: int) -> _View:
+        """The tables of ``generation``, now the most recently used."""
+        views = self.views
+        view = views.pop(generation, None)
+        if view is None:
+            view = _View()
+            while len(views) >= GENERATIONS:
+                del views[next(iter(views))]
+        views[generation] = view
+        return view
+
+
+_SHARED: weakref.WeakKeyDictionary[Any, dict[IsaOptions, _Store]] = weakref.WeakKeyDictionary()
 
 
 class BlockCache:
@@ -278,28 +333,34 @@ class BlockCache:
     ``memory.set_context`` or ``memory.advance``).
     """
 
-    __slots__ = ("_generation", "_views", "_walkers", "max_blocks", "memory", "opts", "view")
+    __slots__ = ("_cls", "_generation", "_store", "max_blocks", "memory", "opts", "view")
 
     def __init__(
-        self, memory: CodeMemory | None, opts: IsaOptions, max_blocks: int = MAX_BLOCKS
+        self,
+        memory: CodeMemory | None,
+        opts: IsaOptions,
+        max_blocks: int = MAX_BLOCKS,
+        *,
+        _store: _Store | None = None,
     ) -> None:
         self.memory: CodeMemory = NO_MEMORY if memory is None else memory
         self.opts = opts
         self.max_blocks = max_blocks
+        self._store = _Store() if _store is None else _store
         self._generation = self.memory.generation
-        self.view = _View()
+        self.view = self._store.view(self._generation)
         """The tables of the current generation."""
-        self._views: dict[int, _View] = {self._generation: self.view}
-        self._walkers: dict[tuple[int, int, int], Walker] = {}
+        self._cls = [cls_cache(_ISAS[isa], opts) for isa in (_A32, _T32, _A64)]
 
     @classmethod
     def shared(cls, memory: CodeMemory | None, opts: IsaOptions) -> BlockCache:
-        """The block cache of ``memory`` and ``opts`` shared by every decoder that asks.
+        """A block cache of ``memory`` and ``opts`` sharing its blocks with every other one.
 
         Blocks depend only on the memory's contents (its generation), the
         memory space, ISA and address, and the options: the decoders of the
-        trace IDs and buffers of one session reading the same memory can share
-        their walks. A memory that cannot be weakly referenced gets a new cache.
+        trace IDs and buffers of one session reading the same memory share
+        their walks. The blocks live as long as the memory. A memory that
+        cannot be weakly referenced gets blocks of its own.
         """
         if memory is None:
             memory = NO_MEMORY
@@ -309,27 +370,19 @@ class BlockCache:
                 per = _SHARED[memory] = {}
         except TypeError:
             return cls(memory, opts)
-        found = per.get(opts)
-        if found is None:
-            found = per[opts] = cls(memory, opts)
-        return found
+        store = per.get(opts)
+        if store is None:
+            store = per[opts] = _Store()
+        return cls(memory, opts, _store=store)
 
     # -- generations -------------------------------------------------------------
 
     def _check_generation(self) -> None:
         """Take up the tables of the memory's current generation (keeping the last few)."""
         gen = self.memory.generation
-        if gen == self._generation:
-            return
-        self._generation = gen
-        views = self._views
-        view = views.pop(gen, None)
-        if view is None:
-            view = _View()
-            while len(views) >= GENERATIONS:
-                del views[next(iter(views))]
-        views[gen] = view
-        self.view = view
+        if gen != self._generation:
+            self._generation = gen
+            self.view = self._store.view(gen)
 
     def tables(self, space: int) -> list[dict[BlockKey, Block]]:
         """The block tables of memory ``space`` in the current generation, indexed by ISA.
@@ -355,12 +408,12 @@ class BlockCache:
 
     def clear(self) -> None:
         """Forget every block (of every generation)."""
-        self._views.clear()
-        self.view = self._views[self._generation] = _View()
-        self._walkers.clear()
+        self._store.views.clear()
+        self._store.walkers.clear()
+        self.view = self._store.view(self._generation)
 
     def __len__(self) -> int:
-        return sum(v.size() for v in self._views.values())
+        return sum(v.size() for v in self._store.views.values())
 
     # -- cached walks ---------------------------------------------------------------
 
@@ -384,13 +437,22 @@ class BlockCache:
 
         ``reason`` is ``WAYPOINT`` when the instruction is a waypoint, else
         ``COUNT``. No IT state: ``cond`` is the opcode's own condition.
+
+        On a miss the instructions that follow, up to the next waypoint, are
+        classified too (ETMv3 executes them next): one memory lookup for the run.
         """
-        table = self.instr_tables(space)[isa]
+        if self.memory.generation != self._generation:
+            self._check_generation()
+        tables = self.view.instrs.get(space)
+        if tables is None:
+            tables = self.view.instrs[space] = [{}, {}, {}]
+        table = tables[isa]
         b = table.get(address)
         if b is None:
             if len(table) >= self.max_blocks:
                 table.clear()
-            b = table[address] = self._instr(address, isa, space)
+            room = min(_RUN, self.max_blocks - len(table))
+            b = self._instrs(table, address, int(isa), space, room)
         return b
 
     def readable(self, address: int, space: int) -> bool:
@@ -404,11 +466,12 @@ class BlockCache:
         """The (kept) walker of one region's code."""
         code = region.data
         key = (id(code), region.start, isa)
-        w = self._walkers.get(key)
+        walkers = self._store.walkers
+        w = walkers.get(key)
         if w is None or w.code is not code:
-            if len(self._walkers) >= _MAX_WALKERS:
-                self._walkers.clear()
-            w = self._walkers[key] = Walker(code, region.start, _ISAS[isa], self.opts, 0)
+            if len(walkers) >= _MAX_WALKERS:
+                walkers.clear()
+            w = walkers[key] = Walker(code, region.start, _ISAS[isa], self.opts, 0)
         return w
 
     def _walk_block(self, address: int, isa: int, space: int, it: int) -> Block:
@@ -433,16 +496,70 @@ class BlockCache:
                 break
         return Block.of_walk(address, isa, count, a, reason, last, it)
 
-    def _instr(self, address: int, isa: int, space: int) -> Block:
+    def _instrs(
+        self, table: dict[int, Block], address: int, isa: int, space: int, room: int
+    ) -> Block:
+        """Classify the instructions from ``address`` to the next waypoint into ``table``.
+
+        Returns the one at ``address``. Goes on only while the following
+        instructions are readable from the same region, not yet in the table,
+        and fewer than ``room`` (at least 1) have been classified.
+        """
         region = self.memory.find(address, space)
-        op = (
-            None if region is None else read_opcode(_ISAS[isa], region.data, address - region.start)
-        )
-        if op is None:
-            return Block(address, _ISAS[isa], 0, address, _NO_BYTES)
-        info = decode(_ISAS[isa], address, op, self.opts)
-        reason = _COUNT if info.itype == _OTHER else _WAYPOINT
-        return Block.of_walk(address, isa, 1, address + info.size, reason, info)
+        if region is None:
+            b = table[address] = Block(address, isa, 0, address, _NO_BYTES)
+            return b
+        data = region.data
+        base = region.start
+        last = len(data) - 4  # the last offset with the 4 bytes the reference fetches
+        cache, fn = self._cls[isa]
+        t32 = isa == _T32
+        a = address
+        if address - base > last:  # not readable from this region
+            b = table[address] = Block(address, isa, 0, address, _NO_BYTES)
+            return b
+        first = None
+        for _ in range(room):
+            off = a - base
+            if off > last:
+                break  # the next one is for another lookup (perhaps in the next region)
+            if t32:
+                op = (data[off + 1] << 24) | (data[off] << 16)
+                if (op >> 27) >= 0x1D:  # 32-bit: the second halfword is part of it
+                    op |= (data[off + 3] << 8) | data[off + 2]
+            else:
+                op = int.from_bytes(data[off : off + 4], "little")
+            c = cache.get(op)
+            if c is None:
+                c = cache[op] = fn(op)
+            size, itype = c[0], c[1]
+            target, next_isa = 0, isa
+            if c[5] is not None:  # a direct branch
+                t, next_isa = branch_target(isa, a, c)
+                target = 0 if t is None else t
+            b = Block(
+                a,
+                isa,
+                1,
+                a + size,
+                _COUNT if itype == _OTHER else _WAYPOINT,
+                0,
+                _INT[itype],
+                _INT[c[2]],
+                size,
+                c[3],
+                c[4],
+                target,
+                next_isa,
+            )
+            table[a] = b
+            if first is None:
+                first = b
+            a += size
+            if itype != _OTHER or a in table:
+                break
+        assert first is not None
+        return first
 
     def walk_to(self, address: int, isa: int, space: int, stop: int, it: int = 0) -> Block:
         """Walk through waypoints until the next address is ``stop`` (not cached).
