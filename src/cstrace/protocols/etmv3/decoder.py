@@ -93,7 +93,7 @@ _TRACE_ON = (
     TraceOnReason.OVERFLOW,
     TraceOnReason.EX_DEBUG,
 )
-_CLASSIFIED = (Isa.A32, Isa.T32)
+_T32 = int(Isa.T32)
 _ISAS = tuple(Isa)
 _BR = int(InstrType.BR)
 _BR_IND = int(InstrType.BR_INDIRECT)
@@ -275,6 +275,7 @@ def iter_elements(
         if tp is PHeader:
             assert isinstance(pkt, PHeader)
             isa = pkt.isa
+            isa_i = int(isa)  # the same, as a plain int for the tables
             count = pkt.count
             bits = pkt.atoms
             fmt = pkt.fmt
@@ -321,17 +322,18 @@ def iter_elements(
                         else:
                             slot.elem = _stale_range(slot, off, acc)
                     else:
-                        executed = bits & 1
-                        if isa in _CLASSIFIED:
-                            blk = instrs[isa].get(iaddr)
+                        executed = (bits & 1) == 1
+                        if isa_i <= _T32:  # A32 or T32: classified
+                            blk = instrs[isa_i].get(iaddr)
                             if blk is None:
-                                blk = blocks.instr(iaddr, isa, space)
+                                blk = blocks.instr(iaddr, isa_i, space)
                             readable = blk.found
                         else:
                             blk = None
                             readable = blocks.readable(iaddr, space)
                         if blk is not None and readable:
-                            rng = InstrRange(off, *(blk.range_e if executed else blk.range_n), acc)
+                            # One instruction per atom: the shared tail, no tuple per block.
+                            rng = InstrRange(off, iaddr, blk.end, 1, isa, executed, *blk.tail, acc)
                             slot.elem = slot.rng = rng
                             slot.isa = isa
                             slot.start = None
@@ -347,9 +349,11 @@ def iter_elements(
                                 else:
                                     iaddr = blk.end
                             nisa = blk.next_isa
-                            follower_isa = _ISAS[nisa]
-                            if nisa != isa:
-                                isa = follower_isa
+                            if nisa == isa_i:
+                                follower_isa = isa
+                            else:  # BLX (immediate): A32 <-> T32
+                                isa = follower_isa = _ISAS[nisa]
+                                isa_i = nisa
                         elif not readable:
                             slot.elem = AddrNacc(off, iaddr, space, acc)
                             slot.start = iaddr
@@ -362,6 +366,7 @@ def iter_elements(
                             slot.elem = _stale_range(slot, off, acc)
                             if follower_isa != isa:
                                 isa = follower_isa
+                                isa_i = int(isa)
                     bits >>= 1
                     if count:
                         count -= 1
