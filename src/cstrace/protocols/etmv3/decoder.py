@@ -9,7 +9,8 @@ ETMv3 decoder) produces them.
 ETMv3 traces every instruction (IHI 0014Q §7.3.1): each P-header atom is one
 instruction, executed (E) or failing its condition code (N). The decoder reads
 the instruction at the current address, gives it an ``INSTR_RANGE`` of one
-instruction and moves to the next address (the branch target when a direct
+instruction (one lookup in the block cache of :mod:`cstrace.isa.blocks`) and
+moves to the next address (the branch target when a direct
 branch is executed; an indirect branch waits for the branch address packet).
 In cycle-accurate mode each range carries the W cycles of its atom, and
 P-headers with only W atoms give ``CYCLE_COUNT`` elements.
@@ -22,6 +23,9 @@ back itself and the range before it, and some elements are sent with values
 left in their record by an earlier element (the instruction set of a
 ``PE_CONTEXT`` made by a context ID, VMID or exception packet; the range of an
 instruction the reference cannot decode). :class:`_Queue` reproduces that ring.
+
+The decoder drives the code memory: ``set_context`` on context IDs and VMIDs,
+and ``advance(time)`` as each ``TIMESTAMP`` leaves the ring.
 
 A packet the reference cannot decode once synchronised (a reserved header, a
 malformed A-sync, data trace) stops its whole decode: no element follows,

@@ -18,10 +18,15 @@ the trace"; ETE: Arm ARM chapter D4/D5 "Embedded Trace Extension"):
 - Commit, cancel and mispredict packets, and the maximum speculation depth
   (TRCIDR8.MAXSPEC: anything deeper is committed at once), resolve the stack
   from its oldest end. Committing an atom walks the program image from the
-  current address to the next waypoint (one block-cache lookup per atom) and
-  emits an ``INSTR_RANGE``; where no image covers the address it emits
-  ``ADDR_NACC`` with the memory space of the current exception level and
-  security state.
+  current address to the next waypoint (one lookup in the shared block cache
+  of :mod:`cstrace.isa.blocks` per atom) and emits an ``INSTR_RANGE``; where
+  no image covers the address it emits ``ADDR_NACC`` with the memory space of
+  the current exception level and security state.
+- The decoder drives the code memory (:class:`~cstrace.memory.code.CodeMemory`):
+  ``set_context`` when a context element changes the context ID or VMID, and
+  ``advance(time)`` for each ``TIMESTAMP`` it outputs, once the elements of
+  that packet are made (an atom resolved by the same packet still walks the
+  code of the time before).
 - A packet that cannot be decoded (reserved header, bad sequence, conditional
   or data trace) resets the decoder, which reports ``NO_SYNC [bad-packet]``
   with the next packet; a sequence the stack cannot satisfy (commit or cancel

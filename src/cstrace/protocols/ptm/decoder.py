@@ -10,9 +10,11 @@ the next waypoint instruction (a branch) was taken (E) or not (N); a branch
 address packet gives the target of an indirect branch or an exception; an
 I-sync gives the full address and state. Between waypoints the decoder follows
 the program image: it walks the code from the current address to the next
-waypoint (:mod:`cstrace.isa`), and reports the walked instructions as an
-``INSTR_RANGE``. Walks are cached per memory space: after the first walk of a
-block, an atom costs one dictionary lookup.
+waypoint (:mod:`cstrace.isa.blocks`), and reports the walked instructions as
+an ``INSTR_RANGE``. Walks are cached per memory space: after the first walk of
+a block, an atom costs one dictionary lookup. The decoder drives the code
+memory: ``set_context`` on I-sync, context ID and VMID changes, and
+``advance(time)`` with each ``TIMESTAMP`` it outputs.
 
 The elements reproduce the reference decoder (OpenCSD's PTM decoder) exactly,
 including its choices where the specification leaves room:
