@@ -220,25 +220,46 @@ def test_walk_count() -> None:
 
 
 def test_instr() -> None:
-    mem = memory((0x1000, words(NOP64, CBZ64)), (0x2000, halves(0xF000, 0xF800, T_NOP, T_NOP)))
+    # A64: NOP; CBZ | T32: BL (32-bit); NOP; NOP | T32 NOP whose 4 bytes are not all mapped
+    mem = memory(
+        (0x1000, words(NOP64, CBZ64)),
+        (0x2000, halves(0xF000, 0xF800, T_NOP, T_BX_LR, T_NOP)),
+        (0x3000, halves(T_NOP)),
+    )
     bc = BlockCache(mem, OPTS)
     i = bc.instr(0x1004, Isa.A64, EL1N)
-    assert (i.count, i.end, i.reason, i.itype, i.cond) == (
-        1,
+    assert (i.found, i.size, i.end, i.itype, i.cond, i.target) == (
+        True,
+        4,
         0x1008,
-        StopReason.WAYPOINT,
         InstrType.BR,
         True,
+        0x100C,
     )
-    assert i.target == 0x100C
+    assert i.is_waypoint and i.next_isa == Isa.A64
+    assert i.tail == (4, InstrType.BR, InstrSubtype.NONE, True)
+    r = InstrRange(3, i.address, i.end, 1, Isa.A64, True, *i.tail)
+    assert (r.last_size, r.last_type, r.last_cond) == (4, InstrType.BR, True)
     assert bc.instr(0x1004, Isa.A64, EL1N) is i
     assert bc.instr_tables(EL1N)[Isa.A64][0x1004] is i
     n = bc.instr(0x1000, Isa.A64, EL1N)
-    assert (n.reason, n.itype, n.found) == (StopReason.COUNT, InstrType.OTHER, True)
+    assert (n.found, n.itype, n.is_waypoint) == (True, InstrType.OTHER, False)
+    assert n.tail is bc.instr(0x1000, Isa.A64, int(MemSpace.EL2)).tail  # tails are shared
     bl = bc.instr(0x2000, Isa.T32, EL1N)
     assert (bl.size, bl.link, bl.target, bl.end) == (4, True, 0x2004, 0x2004)
     ref = decode(Isa.T32, 0x2000, 0xF000F800, OPTS)
     assert (bl.itype, bl.subtype) == (ref.itype, ref.subtype)
+    # a miss classifies the run to the next waypoint (BX LR at 0x2006), no further
+    t32 = bc.instr_tables(EL1N)[Isa.T32]
+    assert sorted(t32) == [0x2000]  # the BL is a waypoint: its run is itself
+    bc.instr(0x2004, Isa.T32, EL1N)
+    assert sorted(t32) == [0x2000, 0x2004, 0x2006]
+    assert bc.instr(0x2006, Isa.T32, EL1N).itype == InstrType.BR_INDIRECT
+    # not readable: the last NOP has 2 bytes after it only; nothing at all mapped
+    assert not bc.instr(0x2008, Isa.T32, EL1N).found
+    u = bc.instr(0x3000, Isa.T32, EL1N)
+    assert (u.found, u.size, u.end) == (False, 0, 0x3000)
+    assert "not readable" in repr(u) and "BR" in repr(i)
 
 
 def test_generations_are_kept_and_switched() -> None:

@@ -24,8 +24,8 @@ The walks, after the reference decoder's (OpenCSD ``TrcPktDecodeEtmV4I`` and
   a given address has been walked (PTM waypoint updates);
 - :meth:`BlockCache.walk_count`: at most N instructions, stopping after a
   branch (ETMv4 Q elements);
-- :meth:`BlockCache.instr`: one instruction (cached; ETMv3 atoms, ETE source
-  addresses) and :meth:`BlockCache.readable`.
+- :meth:`BlockCache.instr`: one instruction, an :class:`Instr` record (cached;
+  ETMv3 atoms, ETE source addresses) and :meth:`BlockCache.readable`.
 
 Rules every walk follows, as the reference does: each instruction needs its 4
 opcode bytes (even a 16-bit one) readable from one memory region; a walk
@@ -51,7 +51,16 @@ from cstrace.isa.types import InstrInfo, IsaOptions, StopReason
 from cstrace.memory.code import NO_MEMORY, CodeMemory
 from cstrace.memory.image import MemoryRegion
 
-__all__ = ["GENERATIONS", "MAX_BLOCKS", "Block", "BlockCache", "BlockKey", "RangeArgs"]
+__all__ = [
+    "GENERATIONS",
+    "MAX_BLOCKS",
+    "Block",
+    "BlockCache",
+    "BlockKey",
+    "Instr",
+    "RangeArgs",
+    "RangeTail",
+]
 
 GENERATIONS = 16
 """Views of code memory (generation values) whose tables are kept."""
@@ -109,13 +118,7 @@ class Block:
     - ``range_e`` / ``range_n``: the ``INSTR_RANGE`` of the walk when its last
       instruction is executed / not executed, as the arguments of
       :class:`~cstrace.elements.InstrRange` after its offset (:data:`RangeArgs`),
-      so a decoder writes ``InstrRange(offset, *block.range_e)``. Made on
-      first use, then a plain slot: a block used once pays for one.
-    - ``tail``: the last four of those arguments, ``(last_size, last_type,
-      last_subtype, last_cond)``, one shared tuple per distinct value (a
-      decoder that builds its own ranges, such as ETMv3's one per instruction,
-      writes ``InstrRange(offset, start, end, n, isa, executed, *block.tail)``
-      and allocates nothing more per block).
+      so a decoder writes ``InstrRange(offset, *block.range_e)``.
 
     ``isa``, ``next_isa``, ``itype`` and ``subtype`` hold the plain int values
     of :class:`~cstrace.elements.Isa`, :class:`~cstrace.elements.InstrType` and
@@ -144,7 +147,6 @@ class Block:
         "size",
         "start",
         "subtype",
-        "tail",
         "target",
     )
 
@@ -162,7 +164,6 @@ class Block:
     target: int
     next_isa: int
     it_out: int
-    tail: RangeTail
     range_e: RangeArgs
     range_n: RangeArgs
 
@@ -197,20 +198,11 @@ class Block:
         self.link = link
         self.target = target
         self.next_isa = isa if next_isa is None else next_isa
-        key = (size << 16) | (itype << 12) | (subtype << 1) | cond
-        tail = _TAILS.get(key)
-        if tail is None:
-            tail = _TAILS[key] = (size, _ITYPES[itype], _ISUBS[subtype], cond)
-        self.tail = tail
-
-    def __getattr__(self, name: str) -> RangeArgs:
-        # Called only for slots not set yet: the range arguments, made on first use.
-        if name != "range_e" and name != "range_n":
-            raise AttributeError(name)
-        taken = name == "range_e"
-        r = (self.start, self.end, self.count, _ISAS[self.isa], taken, *self.tail)
-        setattr(self, name, r)
-        return r
+        isa_e = _ISAS[isa]
+        itype_e = _ITYPES[itype]
+        subtype_e = _ISUBS[subtype]
+        self.range_e = (start, end, count, isa_e, True, size, itype_e, subtype_e, cond)
+        self.range_n = (start, end, count, isa_e, False, size, itype_e, subtype_e, cond)
 
     @classmethod
     def of_walk(
@@ -275,6 +267,98 @@ class Block:
         )
 
 
+class Instr:
+    """One instruction, classified at its address: :meth:`BlockCache.instr`.
+
+    For the decoders that follow single instructions (ETMv3 traces each one;
+    ETE source addresses name one). ``found``: its 4 opcode bytes are readable
+    (if not, the other fields are 0 / False / ``OTHER``). ``end`` is
+    ``address + size``; ``itype``, ``subtype``, ``cond``, ``link``,
+    ``target`` (0 when not a direct branch) and ``next_isa`` are as for the
+    last instruction of a :class:`Block` (plain ints; no IT state: ``cond`` is
+    the opcode's own condition). ``tail`` is ``(size, InstrType,
+    InstrSubtype, cond)``, the end of the arguments of
+    :class:`~cstrace.elements.InstrRange`, one shared tuple per distinct value:
+    ``InstrRange(offset, address, end, 1, isa, executed, *instr.tail)``.
+
+    There are many of these (one per instruction executed, for ETMv3): the
+    record holds no tuple of its own. Shared through the cache: read-only.
+    """
+
+    __slots__ = (
+        "address",
+        "cond",
+        "end",
+        "found",
+        "isa",
+        "itype",
+        "link",
+        "next_isa",
+        "size",
+        "subtype",
+        "tail",
+        "target",
+    )
+
+    address: int
+    isa: int
+    found: bool
+    size: int
+    end: int
+    itype: int
+    subtype: int
+    cond: bool
+    link: bool
+    target: int
+    next_isa: int
+    tail: RangeTail
+
+    def __init__(
+        self,
+        address: int,
+        isa: int,
+        found: bool,
+        size: int = 0,
+        itype: int = _OTHER,
+        subtype: int = _NONE,
+        cond: bool = False,
+        link: bool = False,
+        target: int = 0,
+        next_isa: int | None = None,
+    ) -> None:
+        # Plain ints only, as for Block.
+        self.address = address
+        self.isa = isa
+        self.found = found
+        self.size = size
+        self.end = address + size
+        self.itype = itype
+        self.subtype = subtype
+        self.cond = cond
+        self.link = link
+        self.target = target
+        self.next_isa = isa if next_isa is None else next_isa
+        key = (size << 16) | (itype << 12) | (subtype << 1) | cond
+        tail = _TAILS.get(key)
+        if tail is None:
+            tail = _TAILS[key] = (size, _ITYPES[itype], _ISUBS[subtype], cond)
+        self.tail = tail
+
+    @property
+    def is_waypoint(self) -> bool:
+        """The instruction ends a block (any type but ``OTHER``)."""
+        return self.itype != _OTHER
+
+    def __repr__(self) -> str:
+        if not self.found:
+            return f"Instr({_ISAS[self.isa].name} 0x{self.address:x} not readable)"
+        return (
+            f"Instr({_ISAS[self.isa].name} 0x{self.address:x} size={self.size} "
+            f"{_ITYPES[self.itype].name}/{_ISUBS[self.subtype].name} cond={self.cond} "
+            f"link={self.link} target=0x{self.target:x} next_isa={_ISAS[self.next_isa].name})"
+        )
+
+
 class _View:
     """The tables of one generation of code memory: per memory space, one dict per ISA."""
 
@@ -282,7 +366,7 @@ class _View:
 
     def __init__(self) -> None:
         self.blocks: dict[int, list[dict[BlockKey, Block]]] = {}
-        self.instrs: dict[int, list[dict[int, Block]]] = {}
+        self.instrs: dict[int, list[dict[int, Instr]]] = {}
 
     def size(self) -> int:
         """Blocks and instructions held."""
@@ -397,7 +481,7 @@ class BlockCache:
             t = self.view.blocks[space] = [{}, {}, {}]
         return t
 
-    def instr_tables(self, space: int) -> list[dict[int, Block]]:
+    def instr_tables(self, space: int) -> list[dict[int, Instr]]:
         """The one-instruction tables of ``space`` (see :meth:`instr`), indexed by ISA."""
         if self.memory.generation != self._generation:
             self._check_generation()
@@ -432,11 +516,8 @@ class BlockCache:
             b = table[key] = self._walk_block(address, isa, space, it)
         return b
 
-    def instr(self, address: int, isa: int, space: int) -> Block:
-        """The single instruction at ``address`` (cached); ``found`` is False if unreadable.
-
-        ``reason`` is ``WAYPOINT`` when the instruction is a waypoint, else
-        ``COUNT``. No IT state: ``cond`` is the opcode's own condition.
+    def instr(self, address: int, isa: int, space: int) -> Instr:
+        """The instruction at ``address`` (cached); ``found`` is False if unreadable.
 
         On a miss the instructions that follow, up to the next waypoint, are
         classified too (ETMv3 executes them next): one memory lookup for the run.
@@ -447,13 +528,13 @@ class BlockCache:
         if tables is None:
             tables = self.view.instrs[space] = [{}, {}, {}]
         table = tables[isa]
-        b = table.get(address)
-        if b is None:
+        i = table.get(address)
+        if i is None:
             if len(table) >= self.max_blocks:
                 table.clear()
             room = min(_RUN, self.max_blocks - len(table))
-            b = self._instrs(table, address, int(isa), space, room)
-        return b
+            i = self._instrs(table, address, int(isa), space, room)
+        return i
 
     def readable(self, address: int, space: int) -> bool:
         """True when the 4 opcode bytes at ``address`` are in one mapped region."""
@@ -497,8 +578,8 @@ class BlockCache:
         return Block.of_walk(address, isa, count, a, reason, last, it)
 
     def _instrs(
-        self, table: dict[int, Block], address: int, isa: int, space: int, room: int
-    ) -> Block:
+        self, table: dict[int, Instr], address: int, isa: int, space: int, room: int
+    ) -> Instr:
         """Classify the instructions from ``address`` to the next waypoint into ``table``.
 
         Returns the one at ``address``. Goes on only while the following
@@ -507,8 +588,8 @@ class BlockCache:
         """
         region = self.memory.find(address, space)
         if region is None:
-            b = table[address] = Block(address, isa, 0, address, _NO_BYTES)
-            return b
+            i = table[address] = Instr(address, isa, False)
+            return i
         data = region.data
         base = region.start
         last = len(data) - 4  # the last offset with the 4 bytes the reference fetches
@@ -516,8 +597,8 @@ class BlockCache:
         t32 = isa == _T32
         a = address
         if address - base > last:  # not readable from this region
-            b = table[address] = Block(address, isa, 0, address, _NO_BYTES)
-            return b
+            i = table[address] = Instr(address, isa, False)
+            return i
         first = None
         for _ in range(room):
             off = a - base
@@ -537,24 +618,10 @@ class BlockCache:
             if c[5] is not None:  # a direct branch
                 t, next_isa = branch_target(isa, a, c)
                 target = 0 if t is None else t
-            b = Block(
-                a,
-                isa,
-                1,
-                a + size,
-                _COUNT if itype == _OTHER else _WAYPOINT,
-                0,
-                _INT[itype],
-                _INT[c[2]],
-                size,
-                c[3],
-                c[4],
-                target,
-                next_isa,
-            )
-            table[a] = b
+            i = Instr(a, isa, True, size, _INT[itype], _INT[c[2]], c[3], c[4], target, next_isa)
+            table[a] = i
             if first is None:
-                first = b
+                first = i
             a += size
             if itype != _OTHER or a in table:
                 break

@@ -85,7 +85,7 @@ from cstrace.elements import (
 )
 from cstrace.errors import DiagCode, DiagKind
 from cstrace.isa import IsaOptions, StopReason
-from cstrace.isa.blocks import Block, BlockCache
+from cstrace.isa.blocks import Block, BlockCache, Instr
 from cstrace.protocols.base import DecodeContext, Packet
 from cstrace.protocols.etmv4.packets import NotSync as NotSync_
 from cstrace.protocols.etmv4.packets import PacketType as PT
@@ -223,8 +223,6 @@ _DECODE = 3
 
 _ISA = tuple(Isa)
 _A32, _T32, _A64 = int(Isa.A32), int(Isa.T32), int(Isa.A64)
-_ITYPE = tuple(InstrType)
-_ISUB = tuple(InstrSubtype)
 _BR = int(InstrType.BR)
 _BR_IND = int(InstrType.BR_INDIRECT)
 _OTHER = int(InstrType.OTHER)
@@ -1155,21 +1153,10 @@ def isa_options(config: Any) -> IsaOptions:
 
 
 def _range(
-    idx: int, start: int, end: int, n: int, isa: int, taken: bool, last: Block
+    idx: int, start: int, end: int, n: int, isa: int, taken: bool, last: Instr
 ) -> InstrRange:
     """An ``INSTR_RANGE`` of ``n`` instructions ending with the instruction ``last``."""
-    return InstrRange(
-        idx,
-        start,
-        end,
-        n,
-        _ISA[isa],
-        taken,
-        last.size,
-        _ITYPE[last.itype],
-        _ISUB[last.subtype],
-        last.cond,
-    )
+    return InstrRange(idx, start, end, n, _ISA[isa], taken, *last.tail)
 
 
 def _ctxt_of(pkt: Any) -> tuple[Any, ...]:
