@@ -4,8 +4,8 @@ Input: the traced core's code memory (:class:`~cstrace.memory.code.CodeMemory`:
 ``find`` by address and memory space, ``generation``), the classification
 options of the traced PE (:class:`~cstrace.isa.types.IsaOptions`), and walk
 requests by memory space, instruction set and address. Output: :class:`Block`
-records, one per walk, as the program-flow decoders (ETMv4/ETE, PTM, ETMv3)
-consume them.
+records, one per walk, and :class:`Instr` records, one per instruction, as the
+program-flow decoders (ETMv4/ETE, PTM, ETMv3) consume them.
 
 A program-flow trace says only what happened at *waypoints* (branches and the
 other instructions that end a block, IHI0064 §6.1, IHI0035 §2.3): the decoder
