@@ -53,10 +53,8 @@ class SourceRun:
         """The generic elements decoded from ``packets`` (by default, from ``packets()``)."""
         if packets is None:
             packets = self.packets()
-        elements = self.protocol.iter_elements(packets, self.config, self.context)
-        # Code memory that follows trace time and context (an event log) watches the elements.
-        observe = getattr(self.context.memory, "observe", None)
-        return elements if observe is None else observe(elements)
+        # The decoders drive the code memory themselves (set_context, advance).
+        return self.protocol.iter_elements(packets, self.config, self.context)
 
 
 @dataclass
