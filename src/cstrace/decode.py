@@ -61,11 +61,8 @@ class SourceRun:
         """The generic elements decoded from ``packets`` (by default, from ``packets()``)."""
         if packets is None:
             packets = self.packets()
-        elements = self.protocol.iter_elements(packets, self.config, self.context)
-        # Until every decoder drives its code memory itself, an event-log memory
-        # still follows trace time from the elements that pass here.
-        observe = getattr(self.context.memory, "observe", None)
-        return elements if observe is None else observe(elements)
+        # The decoder drives its code memory (set_context, advance): nothing watches here.
+        return self.protocol.iter_elements(packets, self.config, self.context)
 
     def batches(self, size: int = 65536) -> Iterator[ElementBatch]:
         """The elements as columnar batches of at most ``size`` rows (:mod:`cstrace.batch`)."""

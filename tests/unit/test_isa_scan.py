@@ -1,4 +1,4 @@
-"""The code scanner and block cache, and random opcodes that must never raise.
+"""The code scanner (one code object), and random opcodes that must never raise.
 
 The scanner is checked against a plain instruction-by-instruction walk built
 on :func:`cstrace.isa.decode_at`, on hand-made code and on random bytes (small
@@ -13,10 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cstrace.elements import InstrType, Isa, MemSpace
+from cstrace.elements import InstrType, Isa
 from cstrace.isa import (
     ArchVersion,
-    BlockCache,
     IsaOptions,
     Scan,
     StopReason,
@@ -26,7 +25,6 @@ from cstrace.isa import (
     scan_to_address,
     scan_to_waypoint,
 )
-from cstrace.memory import MemoryMap, MemoryRegion
 
 OPTS = IsaOptions(ArchVersion.AA64, wfi_wfe_branch=True)
 ALL_OPTS = [
@@ -160,6 +158,17 @@ def test_scan_to_address() -> None:
     assert (s.count, s.end, s.reason) == (3, 8, StopReason.ADDRESS)
 
 
+def test_a32_bx_without_its_should_be_one_bits_is_a_waypoint() -> None:
+    # BXEQ r0 with bits 19:8 clear: the classifier (as the reference's) ignores them,
+    # so the scanner's pre-filter must not skip it, in small and in large code.
+    nop, bx = 0xE320F000, 0x01200010
+    assert decode(Isa.A32, 0, bx, OPTS).itype == InstrType.BR_INDIRECT
+    for body in ([nop, bx, nop], [nop] * 1000 + [bx] + [nop] * 10):
+        code = struct.pack(f"<{len(body)}I", *body)
+        s = scan_to_waypoint(code, 0, 0, Isa.A32, OPTS)
+        assert (s.count, s.reason) == (len(body) - body[::-1].index(bx), StopReason.WAYPOINT)
+
+
 def test_unsupported_isa() -> None:
     with pytest.raises(ValueError):
         scan_to_waypoint(b"\0" * 8, 0, 0, Isa.UNKNOWN, OPTS)
@@ -179,115 +188,22 @@ def test_large_code_uses_the_index_consistently() -> None:
             assert got == naive(code, 0x40000, start, Isa.A64, OPTS, m), (start_i, m)
 
 
-def test_block_cache_scan_and_walkers() -> None:
+def test_walker_cache() -> None:
     code = a64(NOP64, BL64, NOP64, RET64)
-    bc = BlockCache()
-    s1 = bc.scan(code, 0x1000, 0x1000, Isa.A64, OPTS)
-    s2 = bc.scan(code, 0x1000, 0x1000, Isa.A64, OPTS)
-    assert s1 is s2
-    assert bc.scan(code, 0x1000, 0x1000, Isa.A64, OPTS, max_instr=1) is not s1
-    assert bc.scan(code, 0x1000, 0x1000, Isa.A64, OPTS, max_instr=1).count == 1
-    assert bc.scan(code, 0x2000, 0x2000, Isa.A64, OPTS).start == 0x2000  # other base
-    other = bytearray(code)
-    assert bc.scan(other, 0x1000, 0x1000, Isa.A64, OPTS) is not s1
-    assert bc.scan(code, 0x1000, 0x1000, Isa.A64, IsaOptions(ArchVersion.V7)) is not s1
-    w = bc.walker(code, 0x1000, Isa.A64, OPTS)
-    assert w is bc.walker(code, 0x1000, Isa.A64, OPTS)
+    w = Walker(code, 0x1000, Isa.A64, OPTS)
+    s1 = w.scan(0x1000)
     assert w.scan(0x1000) is s1 and (w.base, w.end) == (0x1000, 0x1010)
-    assert len(bc) == 5
-    bc.clear()
-    assert len(bc) == 0
+    assert w.scan(0x1000, max_instr=1) is not s1
+    assert w.scan(0x1000, max_instr=1).count == 1
+    assert len(w) == 2
+    w.clear()
+    assert len(w) == 0
     small = Walker(code, 0x1000, Isa.A64, OPTS, max_blocks=2)
     for start in (0x1000, 0x1004, 0x1008):
         small.scan(start)
     assert len(small) <= 2
     with pytest.raises(ValueError):
         Walker(code, 0, Isa.JAZELLE, OPTS)
-
-
-def _memory(*regions: tuple[int, bytes]) -> MemoryMap:
-    return MemoryMap([MemoryRegion(start, data, MemSpace.ANY) for start, data in regions])
-
-
-def test_block_cache_walk_memory() -> None:
-    mem = _memory((0x1000, a64(NOP64, NOP64)), (0x1008, a64(NOP64, RET64)), (0x3000, a64(BL64)))
-    bc = BlockCache(mem, opts=OPTS)
-    s = bc.walk(MemSpace.EL1N, 0x1000, Isa.A64)
-    assert (s.start, s.count, s.end, s.reason) == (0x1000, 4, 0x1010, StopReason.WAYPOINT)
-    assert s.last is not None and s.last.address == 0x100C
-    assert bc.walk(MemSpace.EL1N, 0x1000, Isa.A64) is s
-    s = bc.walk(MemSpace.EL1N, 0x1000, Isa.A64, max_instr=3)
-    assert (s.count, s.end, s.reason) == (3, 0x100C, StopReason.COUNT)
-    s = bc.walk(MemSpace.EL1N, 0x1000, Isa.A64, max_instr=2)
-    assert (s.count, s.end, s.reason) == (2, 0x1008, StopReason.COUNT)
-    s = bc.walk(MemSpace.EL1N, 0x2000, Isa.A64)
-    assert (s.count, s.end, s.reason) == (0, 0x2000, StopReason.NO_BYTES)
-    # a region that ends inside an opcode: not readable there (ADDR_NACC at 0x4004)
-    mem.add(MemoryRegion(0x4000, a64(NOP64) + b"\x1f\x20", MemSpace.ANY))
-    mem.add(MemoryRegion(0x4008, a64(RET64), MemSpace.ANY))
-    s = bc.walk(MemSpace.EL1N, 0x4000, Isa.A64)
-    assert (s.count, s.end, s.reason) == (1, 0x4004, StopReason.NO_BYTES)
-    # the generation changed: earlier walks are forgotten and redone
-    mem.add(MemoryRegion(0x1010, a64(NOP64), MemSpace.ANY))
-    s = bc.walk(MemSpace.EL1N, 0x1000, Isa.A64)
-    assert (s.count, s.reason) == (4, StopReason.WAYPOINT)
-    with pytest.raises(ValueError):
-        BlockCache().walk(MemSpace.EL1N, 0, Isa.A64)
-    with pytest.raises(ValueError):
-        BlockCache(mem).walk(MemSpace.EL1N, 0, Isa.A64)
-
-
-def test_block_cache_keeps_walks_per_generation() -> None:
-    class Views:
-        """Two views of the same addresses, each with its own generation number."""
-
-        def __init__(self) -> None:
-            self.maps = {
-                7: _memory((0x1000, a64(NOP64, RET64))),
-                9: _memory((0x1000, a64(BL64, NOP64))),
-            }
-            self.generation = 7
-
-        def find(self, address: int, space: int = MemSpace.ANY) -> MemoryRegion | None:
-            return self.maps[self.generation].find(address, space)
-
-    views = Views()
-    bc = BlockCache(views, opts=OPTS)
-    a = bc.walk(MemSpace.EL1N, 0x1000, Isa.A64)
-    assert a.count == 2
-    views.generation = 9
-    b = bc.walk(MemSpace.EL1N, 0x1000, Isa.A64)
-    assert b.count == 1
-    views.generation = 7
-    assert bc.walk(MemSpace.EL1N, 0x1000, Isa.A64) is a
-    assert len(bc) >= 2
-    bc.clear()
-    assert len(bc) == 0
-    assert bc.walk(MemSpace.EL1N, 0x1000, Isa.A64).count == 2
-
-
-def test_block_cache_walk_memory_spaces_and_t32() -> None:
-    mem = MemoryMap(
-        [
-            MemoryRegion(0x1000, a64(NOP64, RET64), MemSpace.EL1N),
-            MemoryRegion(0x1000, a64(BL64, NOP64), MemSpace.EL2),
-            MemoryRegion(0x2000, t32(0xBF0C, 0xF04F, 0x0000), MemSpace.ANY),
-            MemoryRegion(0x2006, t32(0x4770, 0xBF00), MemSpace.ANY),
-        ]
-    )
-    bc = BlockCache(mem, opts=IsaOptions(ArchVersion.V8, track_it_block=True))
-    assert bc.walk(MemSpace.EL1N, 0x1000, Isa.A64).count == 2
-    assert bc.walk(MemSpace.EL2, 0x1000, Isa.A64).count == 1
-    # ITE EQ; MOVEQ.W r0, #0 | (next region) BXNE LR
-    s = bc.walk(MemSpace.EL1N, 0x2000, Isa.T32)
-    assert (s.count, s.end, s.reason) == (3, 0x2008, StopReason.WAYPOINT)
-    assert s.last is not None and s.last.is_cond and s.last.address == 0x2006
-    s = bc.walk(MemSpace.EL1N, 0x2000, Isa.T32, max_instr=2)
-    assert (s.count, s.end, s.reason, s.it_state) == (2, 0x2006, StopReason.COUNT, 1)
-    # a 16-bit instruction in the last 2 bytes of an image cannot be read
-    mem.add(MemoryRegion(0x5000, t32(0xBF00, 0xBF00, 0x4770), MemSpace.ANY))
-    s = bc.walk(MemSpace.EL1N, 0x5000, Isa.T32)
-    assert (s.count, s.end, s.reason) == (2, 0x5004, StopReason.NO_BYTES)
 
 
 # ---------------------------------------------------------------------------

@@ -5,12 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cstrace.elements import (
-    ExLevel,
     MemSpace,
-    PEContext,
-    PEContextInfo,
-    SecLevel,
-    Timestamp,
 )
 from cstrace.errors import SnapshotError
 from cstrace.memory.elf import load_elf
@@ -282,13 +277,11 @@ def test_missing_images_are_warned_once_and_decoding_goes_on() -> None:
     assert len([w for w in sp.warnings if "gone.bin" in str(w)]) == 1
 
 
-def test_observe_follows_timestamps_and_context() -> None:
+def test_advance_and_set_context_move_time_and_process() -> None:
     sp = spaces(TIMED, "pid")
-    ctx = PEContextInfo(SecLevel.NONSECURE, ExLevel.EL0, 100 << 8, ctxt_id_valid=True)
-    seen = []
-    for e in sp.observe([Timestamp(0, 2500), PEContext(1, ctx)]):
-        seen.append(e)
-    assert len(seen) == 2 and sp.pid == 100
+    sp.advance(2500)
+    sp.set_context(100 << 8)
+    assert sp.pid == 100
     assert sp.read(0x8000, 4) == b""
     cur = sp.cursor()  # a new reader starts at the beginning again
     cur.set_context(100 << 8)

@@ -20,7 +20,15 @@ from cstrace.isa.cls import Cls
 from cstrace.isa.t32 import classify_t32, is_wide
 from cstrace.isa.types import InstrInfo, IsaOptions
 
-__all__ = ["Buffer", "classify", "decode", "decode_at", "info_from_cls", "read_opcode"]
+__all__ = [
+    "Buffer",
+    "branch_target",
+    "classify",
+    "decode",
+    "decode_at",
+    "info_from_cls",
+    "read_opcode",
+]
 
 Buffer = bytes | bytearray | memoryview
 """A code object: anything indexable by byte offset."""
@@ -30,6 +38,7 @@ _MASK64 = (1 << 64) - 1
 _CLS_KEY_MASK = 0xF  # the options bits that change the classification of an opcode
 
 _ISAS = tuple(Isa)
+_A32, _T32, _A64 = int(Isa.A32), int(Isa.T32), int(Isa.A64)
 _CACHES: dict[tuple[Isa, int], tuple[dict[int, Cls], Callable[[int], Cls]]] = {}
 
 
@@ -66,19 +75,30 @@ def classify(isa: Isa, opcode: int, opts: IsaOptions) -> Cls:
     return c
 
 
+def branch_target(isa: int, address: int, c: Cls) -> tuple[int | None, int]:
+    """The direct branch target (None if not a direct branch) and the ISA after the branch.
+
+    ``c`` is the record of the instruction at ``address``; the ISA is a plain
+    int (BLX immediate switches between A32 and T32).
+    """
+    rel = c[5]
+    if rel is None:
+        return None, isa
+    if isa == _A64:
+        target = (address + rel) & _MASK64
+    else:
+        target = ((address & c[6]) + rel) & _MASK32 & ~1
+    if c[7]:
+        return target, _T32 if isa == _A32 else _A32
+    return target, isa
+
+
 def info_from_cls(isa: Isa, address: int, opcode: int, c: Cls) -> InstrInfo:
     """Build the :class:`InstrInfo` of the instruction at ``address`` from its record."""
-    size, itype, subtype, is_cond, is_link, rel, align, switch, it_count = c
+    size, itype, subtype, is_cond, is_link, _rel, _align, _switch, it_count = c
     isa = _ISAS[isa]  # callers may pass a plain int
-    target = None
-    next_isa = isa
-    if rel is not None:
-        if isa == Isa.A64:
-            target = (address + rel) & _MASK64
-        else:
-            target = ((address & align) + rel) & _MASK32 & ~1
-        if switch:
-            next_isa = Isa.T32 if isa == Isa.A32 else Isa.A32
+    target, after = branch_target(isa, address, c)
+    next_isa = _ISAS[after]
     return InstrInfo(
         isa,
         address,

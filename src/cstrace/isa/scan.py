@@ -1,4 +1,4 @@
-"""Walk code to the next waypoint, fast, with a block cache.
+"""Walk one code object to the next waypoint (or to an address), fast.
 
 Input: a code object (``bytes``/``bytearray``/``memoryview``) mapped at address
 ``base``, a start address, an ISA and :class:`~cstrace.isa.types.IsaOptions`.
@@ -13,9 +13,10 @@ How it stays fast (DESIGN.md §4):
   the waypoint positions of a 16 KiB page are found once (NumPy pre-filter,
   then the exact classifier on the few candidates) and a walk is a binary
   search in that page's sorted list;
-- T32 walks halfword by halfword inside one loop with locals;
-- :class:`BlockCache` remembers whole walks: a repeated walk is one dictionary
-  lookup and returns the same :class:`Scan` object.
+- T32 walks halfword by halfword inside one loop with locals.
+
+Walks of a whole code memory (regions, memory spaces, generations), and the
+cache of their blocks the decoders use, are :mod:`cstrace.isa.blocks`.
 
 Like the reference decoder, a walk needs 4 readable bytes for every
 instruction, even a 16-bit one: when fewer are left the walk stops with
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import sys
 from bisect import bisect_left
-from typing import Any, Protocol
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from cstrace.elements import InstrType, Isa
 from cstrace.isa.decode import Buffer, cls_cache, info_from_cls
 from cstrace.isa.types import InstrInfo, IsaOptions, Scan, StopReason
 
-__all__ = ["BlockCache", "Walker", "scan_to_address", "scan_to_waypoint"]
+__all__ = ["Walker", "scan_to_address", "scan_to_waypoint"]
 
 _OTHER = InstrType.OTHER
 _LITTLE = sys.byteorder == "little"
@@ -51,6 +51,10 @@ _A64_CAND = bytes(
 _A32_TOP_CAND = bytes(
     1 if (b >> 4) == 0xF or (b >> 1) & 7 in (4, 5) or b & 0x0F == 0x0E else 0 for b in range(256)
 )
+# A32 BX/BLX/BXJ (register): the classifier, as the reference's, ignores their
+# should-be-one bits 19:8, so bits 15:12 need not be 1111 there.
+_A32_BX_MASK = 0x0FF00000
+_A32_BX_BITS = 0x01200000
 # T32 first-halfword top byte: 0 = 16-bit, never a waypoint; 1 = 32-bit, never a
 # waypoint; 2 = may be a waypoint, an IT, or a WFI/WFE: classify it.
 _T32_KIND = bytearray(256)
@@ -109,7 +113,11 @@ class _WordIndex:
         if self.isa == Isa.A64:
             mask = _A64_CAND_NP[top]
         else:
-            mask = _A32_TOP_NP[top] | ((arr & 0xF000) == 0xF000)
+            mask = (
+                _A32_TOP_NP[top]
+                | ((arr & 0xF000) == 0xF000)
+                | ((arr & _A32_BX_MASK) == _A32_BX_BITS)
+            )
         idx = np.flatnonzero(mask)
         cache = self.cache
         fn = self.fn
@@ -273,7 +281,9 @@ class Walker:
         w = 0
         for w in _words(code, off, limit):
             count += 1
-            if cand[w >> 24] or (a32 and (w & 0xF000) == 0xF000):
+            if cand[w >> 24] or (
+                a32 and ((w & 0xF000) == 0xF000 or (w & _A32_BX_MASK) == _A32_BX_BITS)
+            ):
                 c = cache.get(w)
                 if c is None:
                     c = cache[w] = fn(w)
@@ -440,191 +450,3 @@ def scan_to_address(
     ``code`` (``stop_at`` not reached: behind ``start``, or beyond the code).
     """
     return _walker(code, base, isa, opts).walk_to(start, stop_at, max_instr, it_state)
-
-
-class _Memory(Protocol):
-    generation: int
-
-    def find(self, address: int, space: int = ...) -> Any: ...
-
-
-class BlockCache:
-    """Remembers walks: a repeated walk of the same block is one dictionary lookup.
-
-    Two levels, both returning shared :class:`Scan` objects (do not modify them):
-
-    - :meth:`scan` / :meth:`walker`: walks of a given code object (its identity,
-      ``base``, ISA and options pick a :class:`Walker`, which caches by start
-      address). A decoder that stays in one region can hold the walker and call
-      ``walker.scan(address)`` directly.
-    - :meth:`walk`: walks of the memory map given at construction, by memory
-      space, address and ISA, with the options given at construction. A walk
-      that runs off the end of a region continues in the region mapped at the
-      next address, as the reference reads each opcode from whichever image
-      holds it; it stops with ``NO_BYTES`` where 4 bytes cannot be read from
-      one image (the ADDR_NACC address is then ``scan.end``).
-
-    The memory-map level follows ``memory.generation``: walks are kept per
-    generation value (the last 16), so a map that switches between views and
-    gives each view its own generation number (context switches) finds its
-    walks again when a view comes back. Walkers stay valid (their code objects
-    do not change). ``max_entries`` bounds each level.
-    """
-
-    __slots__ = (
-        "_cur",
-        "_cur_isa",
-        "_cur_space",
-        "_extra",
-        "_generation",
-        "_gens",
-        "_memory",
-        "_walkers",
-        "_walks",
-        "max_entries",
-        "opts",
-    )
-
-    def __init__(
-        self,
-        memory: _Memory | None = None,
-        max_entries: int = 1 << 20,
-        opts: IsaOptions | None = None,
-    ) -> None:
-        self._memory = memory
-        self._generation: int | None = None  # the first walk checks memory and options
-        self.opts = opts
-        self.max_entries = max_entries
-        self._walkers: dict[tuple[int, int, Isa, int], Walker] = {}
-        # memory-level walks: one dict per (space, isa), keyed by address
-        self._walks: dict[tuple[int, int], dict[int, Scan]] = {}
-        self._extra: dict[Any, Scan] = {}
-        self._gens: dict[int, tuple[dict[tuple[int, int], dict[int, Scan]], dict[Any, Scan]]] = {}
-        self._cur: dict[int, Scan] = {}
-        self._cur_space = -1
-        self._cur_isa = -1
-
-    def clear(self) -> None:
-        """Forget every walk and walker."""
-        self._walkers.clear()
-        self._gens.clear()
-        self._walks = {}
-        self._extra = {}
-        self._generation = None
-        self._cur = {}
-        self._cur_space = -1
-        self._cur_isa = -1
-
-    def _switch_generation(self, generation: int) -> None:
-        """Keep the walks of the old generation; take up those of the new one."""
-        gens = self._gens
-        if self._generation is not None:
-            gens[self._generation] = (self._walks, self._extra)
-        found = gens.pop(generation, None)
-        if found is None:
-            found = ({}, {})
-        while len(gens) >= 16:
-            del gens[next(iter(gens))]
-        self._walks, self._extra = found
-        self._generation = generation
-        self._cur = {}
-        self._cur_space = -1
-        self._cur_isa = -1
-
-    def __len__(self) -> int:
-        walks = sum(len(d) for d in self._walks.values()) + len(self._extra)
-        for w_d, x_d in self._gens.values():
-            walks += sum(len(d) for d in w_d.values()) + len(x_d)
-        return walks + sum(len(w) for w in self._walkers.values())
-
-    def walker(self, code: Buffer, base: int, isa: Isa, opts: IsaOptions) -> Walker:
-        """The (cached) :class:`Walker` of ``code`` mapped at ``base``."""
-        key = (id(code), base, isa, opts.key)
-        w = self._walkers.get(key)
-        if w is None or w.code is not code:
-            if len(self._walkers) >= 4096:
-                self._walkers.clear()
-            w = self._walkers[key] = Walker(code, base, isa, opts, self.max_entries)
-        return w
-
-    def scan(
-        self,
-        code: Buffer,
-        base: int,
-        start: int,
-        isa: Isa,
-        opts: IsaOptions,
-        max_instr: int = 0,
-        it_state: int = 0,
-    ) -> Scan:
-        """:func:`scan_to_waypoint`, remembered."""
-        return self.walker(code, base, isa, opts).scan(start, max_instr, it_state)
-
-    def walk(
-        self, space: int, address: int, isa: Isa, max_instr: int = 0, it_state: int = 0
-    ) -> Scan:
-        """Walk the memory map from ``address`` in memory ``space`` to the next waypoint.
-
-        Needs the ``memory`` and ``opts`` given at construction. ``space`` is a
-        :class:`~cstrace.elements.MemSpace` (any int bit set), passed to
-        ``memory.find``. Stops as :func:`scan_to_waypoint` does; ``NO_BYTES``
-        means the next opcode is in no image (``count`` is 0 when not even the
-        first one is).
-        """
-        mem = self._memory
-        if mem is None or mem.generation != self._generation:
-            if mem is None or self.opts is None:
-                raise ValueError(
-                    "BlockCache.walk needs the memory and options given at construction"
-                )
-            self._switch_generation(mem.generation)
-        if max_instr or it_state:
-            xkey = (address, space, isa, max_instr, it_state)
-            s = self._extra.get(xkey)
-            if s is None:
-                if len(self._extra) >= self.max_entries:
-                    self._extra.clear()
-                s = self._extra[xkey] = self._walk_memory(
-                    mem, space, address, isa, max_instr, it_state
-                )
-            return s
-        if space != self._cur_space or isa != self._cur_isa:
-            d = self._walks.get((space, isa))
-            if d is None:
-                d = self._walks[(space, isa)] = {}
-            self._cur = d
-            self._cur_space = space
-            self._cur_isa = isa
-        s = self._cur.get(address)
-        if s is None:
-            d = self._cur
-            if len(d) >= self.max_entries:
-                d.clear()
-            s = d[address] = self._walk_memory(mem, space, address, isa, 0, 0)
-        return s
-
-    def _walk_memory(
-        self, mem: _Memory, space: int, address: int, isa: Isa, max_instr: int, it_state: int
-    ) -> Scan:
-        opts = self.opts
-        assert opts is not None
-        region = mem.find(address, space)
-        if region is None:
-            return Scan(isa, address, address, 0, None, StopReason.NO_BYTES, it_state)
-        s = self.walker(region.data, region.start, isa, opts).scan(address, max_instr, it_state)
-        count = s.count
-        while s.reason == StopReason.NO_BYTES and (not max_instr or count < max_instr):
-            nxt = mem.find(s.end, space)
-            if nxt is None or nxt is region:
-                break
-            region = nxt
-            left = max_instr - count if max_instr else 0
-            w = self.walker(region.data, region.start, isa, opts)
-            s2 = w.scan(s.end, left, s.it_state)
-            if s2.count == 0:
-                break
-            count += s2.count
-            s = Scan(isa, address, s2.end, count, s2.last, s2.reason, s2.it_state)
-        if s.start != address:
-            s = Scan(isa, address, s.end, count, s.last, s.reason, s.it_state)
-        return s

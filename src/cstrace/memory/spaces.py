@@ -29,10 +29,10 @@ Process 0 is the kernel: its images are mapped in every address space.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from cstrace.elements import Element, MemSpace, PEContext, Timestamp
+from cstrace.elements import MemSpace
 from cstrace.errors import InputError, Issue, IssueKind, Severity
 from cstrace.memory.elf import ElfImage, format_uuid, uuid_matches
 from cstrace.memory.events import (
@@ -413,12 +413,12 @@ def flatten_regions(regions: list[MemoryRegion]) -> list[MemoryRegion]:
 class AddressSpaces:
     """Code memory selecting the traced process's mappings by context ID and trace time.
 
-    Implements the code-memory interface of ``docs/architecture.md``:
-    ``find(address, space)``, ``read(address, size, space)``,
-    ``set_context(context_id, vmid)`` and ``generation``. :meth:`set_time` moves
-    the clock (trace timestamps); :meth:`observe` does both from a stream of
-    decoded elements. Each trace source decodes through its own
-    :meth:`cursor`, since each source's trace starts again at the earliest time.
+    A :class:`~cstrace.memory.code.CodeMemory`: ``find(address, space)``,
+    ``read(address, size, space)``, ``set_context(context_id, vmid)``,
+    ``advance(time)`` and ``generation``; the decoder calls ``set_context`` and
+    ``advance`` itself as the trace's context and time change. Each trace
+    source decodes through its own :meth:`cursor`, since each source's trace
+    starts again at the earliest time.
     """
 
     def __init__(
@@ -501,15 +501,6 @@ class AddressSpaces:
         index = self._s.timeline.index_at(self._time)
         if index != self._epoch_index:
             self._refresh()
-
-    def observe(self, elements: Iterable[Element]) -> Iterator[Element]:
-        """Pass ``elements`` through, following their timestamps and context changes."""
-        for e in elements:
-            if type(e) is Timestamp:
-                self.set_time(e.timestamp)
-            elif type(e) is PEContext and e.context.ctxt_id_valid:
-                self.set_context(e.context.context_id)
-            yield e
 
     # -- internals --
 

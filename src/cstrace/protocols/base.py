@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from cstrace.capture.stream import Stream
 from cstrace.elements import Element
 from cstrace.errors import ConfigError
+from cstrace.memory.code import CodeMemory
 
 __all__ = [
     "DecodeContext",
@@ -105,8 +106,11 @@ class DecodeContext:
 
     trace_id: int
     options: DecodeOptions
-    memory: Any = None
-    """The memory images of the traced core (``cstrace.memory``), if any."""
+    memory: CodeMemory | None = None
+    """The code memory of the traced core (:class:`~cstrace.memory.code.CodeMemory`), if any.
+
+    The decoder drives it: ``set_context`` when the context changes, ``advance``
+    when trace time moves."""
     reset: bool = False
     """True when this decoder already ran on an earlier buffer of the same run."""
     complete: bool = True

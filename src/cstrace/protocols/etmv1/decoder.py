@@ -67,6 +67,7 @@ from cstrace.elements import (
     TraceOnReason,
     UnsyncReason,
 )
+from cstrace.memory.code import NO_MEMORY, CodeMemory
 from cstrace.protocols.base import DecodeContext, Packet
 from cstrace.protocols.etmv1.arm import Step, step_arm, step_thumb
 from cstrace.protocols.etmv1.config import ClassicEtmConfig
@@ -157,9 +158,9 @@ class _Decoder:
         self.off: list[int] = []
         self.base = 0
         self.ended = False
-        self.mem = ctx.memory
+        self.mem: CodeMemory = NO_MEMORY if ctx.memory is None else ctx.memory
         self.steps: dict[int, Step | None] = {}
-        self.gen = getattr(self.mem, "generation", 0)
+        self.gen = self.mem.generation
 
     # -- cycle buffer -------------------------------------------------------
     def have(self, i: int) -> bool:
@@ -269,10 +270,8 @@ class _Decoder:
     def step(self, pc: int, thumb: bool) -> Step | None:
         """The instruction at ``pc`` (cached), or None if the image does not hold it."""
         mem = self.mem
-        if mem is None:
-            return None
-        gen = getattr(mem, "generation", 0)
-        if gen != self.gen:
+        gen = mem.generation
+        if gen != self.gen:  # the memory changed (another context or time): read again
             self.steps.clear()
             self.gen = gen
         key = (pc << 1) | thumb
@@ -592,8 +591,7 @@ def iter_elements(
         ctx_changed = new_ctx is not None and new_ctx != ctxid
         if new_ctx is not None:
             ctxid = new_ctx
-            if context.memory is not None and hasattr(context.memory, "set_context"):
-                context.memory.set_context(ctxid, None)
+            d.mem.set_context(ctxid, None)
         if restart or not pc_ok:
             if not baddr_ok:
                 prev_instr = i

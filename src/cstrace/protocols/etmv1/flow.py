@@ -1,9 +1,16 @@
 """Following a classic ARM program through the code image: the PC and the open instruction range.
 
-Input: the memory of the traced core (``read(address, size)``) and what a
-trace decoder learns (instructions executed in sequence, branches taken);
-output: ``INSTR_RANGE`` and ``ADDR_NACC`` elements. Shared by the XScale and
-ETMv2 decoders (the ETMv1 decoder keeps its own faster loop).
+Input: the code memory of the traced core (:class:`~cstrace.memory.code.CodeMemory`:
+``read(address, size)``, ``generation``) and what a trace decoder learns
+(instructions executed in sequence, branches taken); output: ``INSTR_RANGE``
+and ``ADDR_NACC`` elements. Shared by the XScale and ETMv2 decoders (the ETMv1
+decoder keeps its own faster loop).
+
+Classic cores are stepped one instruction at a time, not walked by blocks
+(:mod:`cstrace.isa.blocks`): ARMv4T/v5 Thumb ``BL`` is two 16-bit
+instructions with their own pipeline status, a Thumb instruction needs only
+its 2 bytes, and the decoders need each load/store's data size
+(:mod:`cstrace.protocols.etmv1.arm`).
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cstrace.elements import AddrNacc, Element, InstrRange, Isa
+from cstrace.memory.code import NO_MEMORY, CodeMemory
 from cstrace.protocols.etmv1.arm import Step, step_arm, step_thumb
 
 __all__ = ["Flow"]
@@ -19,8 +27,9 @@ __all__ = ["Flow"]
 class Flow:
     """Program-flow state: the PC, the open instruction range, the code cache."""
 
-    def __init__(self, mem: object) -> None:
-        self.mem = mem
+    def __init__(self, mem: CodeMemory | None) -> None:
+        self.mem: CodeMemory = NO_MEMORY if mem is None else mem
+        self.gen = self.mem.generation
         self.steps: dict[int, Step | None] = {}
         self.pc = 0
         self.thumb = False
@@ -34,27 +43,29 @@ class Flow:
 
     def step(self) -> Step | None:
         """The instruction at the PC, or None when the image does not hold it."""
+        mem = self.mem
+        if mem.generation != self.gen:  # the memory changed (another context): read again
+            self.gen = mem.generation
+            self.steps.clear()
         key = (self.pc << 1) | self.thumb
         s = self.steps.get(key, False)
         if s is not False:
             return s  # type: ignore[return-value]
-        mem = self.mem
         s = None
-        if mem is not None:
-            read = mem.read  # type: ignore[attr-defined]
-            if self.thumb:
-                b = read(self.pc, 2)
-                if len(b) == 2:
-                    prev = read(self.pc - 2, 2) if self.pc >= 2 else b""
-                    s = step_thumb(
-                        self.pc,
-                        int.from_bytes(b, "little"),
-                        int.from_bytes(prev, "little") if len(prev) == 2 else None,
-                    )
-            else:
-                b = read(self.pc, 4)
-                if len(b) == 4:
-                    s = step_arm(self.pc, int.from_bytes(b, "little"))
+        read = mem.read
+        if self.thumb:
+            b = read(self.pc, 2)
+            if len(b) == 2:
+                prev = read(self.pc - 2, 2) if self.pc >= 2 else b""
+                s = step_thumb(
+                    self.pc,
+                    int.from_bytes(b, "little"),
+                    int.from_bytes(prev, "little") if len(prev) == 2 else None,
+                )
+        else:
+            b = read(self.pc, 4)
+            if len(b) == 4:
+                s = step_arm(self.pc, int.from_bytes(b, "little"))
         self.steps[key] = s
         return s
 

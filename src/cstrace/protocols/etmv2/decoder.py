@@ -17,6 +17,9 @@ address: with reason 0 (periodic synchronisation) the TD of the TFO stands for
 an executed instruction at that address; with reasons 1-3 (trace enabled,
 restart after overflow, exit from debug) trace (re)starts there.
 
+A new context ID (TFO or context ID packet) selects its address space in the
+code memory (``set_context``).
+
 Branch addresses (cstrace's reading of the encoding, as ETMv3's original
 scheme, since the stored specification lost its figures): the first byte has
 bit 0 set and holds address bits [7:2] (ARM), [6:1] (Thumb) or [5:0] (Jazelle)
@@ -157,6 +160,7 @@ def iter_elements(
             if isinstance(pk, TfoPacket):
                 if pk.context_id is not None and pk.context_id != ctxid:
                     ctxid = pk.context_id
+                    f.mem.set_context(ctxid)
                 baddr = pk.address & ~1
                 bisa = Isa.JAZELLE if pk.jazelle else (Isa.T32 if pk.address & 1 else Isa.A32)
                 if pk.reason == 0 and f.ok:
@@ -180,6 +184,7 @@ def iter_elements(
             elif isinstance(pk, ContextIdPkt):
                 if pk.value != ctxid:
                     ctxid = pk.value
+                    f.mem.set_context(ctxid)
                     yield from flush(off)
                     yield ctx_elem(off)
             elif isinstance(pk, ReservedPkt):

@@ -9,7 +9,8 @@ ETMv3 decoder) produces them.
 ETMv3 traces every instruction (IHI 0014Q §7.3.1): each P-header atom is one
 instruction, executed (E) or failing its condition code (N). The decoder reads
 the instruction at the current address, gives it an ``INSTR_RANGE`` of one
-instruction and moves to the next address (the branch target when a direct
+instruction (one lookup in the block cache of :mod:`cstrace.isa.blocks`) and
+moves to the next address (the branch target when a direct
 branch is executed; an indirect branch waits for the branch address packet).
 In cycle-accurate mode each range carries the W cycles of its atom, and
 P-headers with only W atoms give ``CYCLE_COUNT`` elements.
@@ -23,6 +24,9 @@ left in their record by an earlier element (the instruction set of a
 ``PE_CONTEXT`` made by a context ID, VMID or exception packet; the range of an
 instruction the reference cannot decode). :class:`_Queue` reproduces that ring.
 
+The decoder drives the code memory: ``set_context`` on context IDs and VMIDs,
+and ``advance(time)`` as each ``TIMESTAMP`` leaves the ring.
+
 A packet the reference cannot decode once synchronised (a reserved header, a
 malformed A-sync, data trace) stops its whole decode: no element follows,
 not even the end of trace; a :class:`~cstrace.elements.Diagnostic` says why.
@@ -32,9 +36,7 @@ A configuration with data tracing is not decoded at all, as in the reference.
 from __future__ import annotations
 
 import copy
-import weakref
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
 
 from cstrace.elements import (
     AddrNacc,
@@ -65,7 +67,7 @@ from cstrace.elements import (
 )
 from cstrace.errors import DiagCode, DiagKind
 from cstrace.isa import IsaOptions, Profile
-from cstrace.isa.decode import cls_cache
+from cstrace.isa.blocks import BlockCache
 from cstrace.protocols.base import DecodeContext, Packet
 from cstrace.protocols.etmv3.config import Etmv3Config
 from cstrace.protocols.etmv3.packets import (
@@ -95,7 +97,10 @@ _TRACE_ON = (
     TraceOnReason.OVERFLOW,
     TraceOnReason.EX_DEBUG,
 )
-_CLASSIFIED = (Isa.A32, Isa.T32)
+_T32 = int(Isa.T32)
+_ISAS = tuple(Isa)
+_BR = int(InstrType.BR)
+_BR_IND = int(InstrType.BR_INDIRECT)
 
 
 class _Slot:
@@ -115,15 +120,19 @@ class _Slot:
 
 
 class _Queue:
-    """The reference's output element ring: allocate, hold back (pend), cancel, send."""
+    """The reference's output element ring: allocate, hold back (pend), cancel, send.
 
-    __slots__ = ("first", "pend", "slots", "used")
+    ``on_time`` is called with the time of every ``TIMESTAMP`` sent, as it is sent.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("first", "on_time", "pend", "slots", "used")
+
+    def __init__(self, on_time: Callable[[int], None]) -> None:
         self.slots: list[_Slot] = []
         self.first = 0
         self.used = 0
         self.pend = 0
+        self.on_time = on_time
 
     def reset(self) -> None:
         """Forget every queued element (the records keep their contents)."""
@@ -178,32 +187,11 @@ class _Queue:
             self.first = (self.first + 1) % len(slots)
             self.used -= 1
             if e is not None:
+                if type(e) is Timestamp:
+                    # Trace time moves when its element goes out (a timestamp
+                    # held back or cancelled does not move it).
+                    self.on_time(e.timestamp)
                 yield e
-
-
-_Info = tuple[int, InstrType, InstrSubtype, bool, int | None, Isa]
-_SHARED: weakref.WeakKeyDictionary[Any, dict[tuple[int, int], dict[int, _Info | None]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _instr_cache(memory: Any, generation: int, space: MemSpace) -> dict[int, _Info | None]:
-    """The instruction cache of a memory view and space, shared by the decoders of a session."""
-    if memory is None:
-        return {}
-    try:
-        per = _SHARED.get(memory)
-        if per is None:
-            per = _SHARED[memory] = {}
-    except TypeError:  # a memory object that cannot be weakly referenced: no sharing
-        return {}
-    key = (generation, int(space))
-    cache = per.get(key)
-    if cache is None:
-        if len(per) >= 16:
-            per.clear()
-        cache = per[key] = {}
-    return cache
 
 
 def _restamp(elem: Element | None, offset: int) -> Element:
@@ -229,11 +217,11 @@ def iter_elements(
             yield Diagnostic(first.offset, tid, DiagCode.NOT_INIT, DiagKind.NO_CONFIG)
         return
 
-    memory = context.memory
     ca = config.cycle_accurate
     m_profile = config.profile == Profile.M
-    opts = IsaOptions(config.arch, config.profile)
-    q = _Queue()
+    blocks = BlockCache.shared(context.memory, IsaOptions(config.arch, config.profile))
+    memory = blocks.memory
+    q = _Queue(memory.advance)
     unsync = UnsyncReason.RESET_DECODER if context.reset else UnsyncReason.INIT_DECODER
 
     # Decoder state.
@@ -251,52 +239,10 @@ def iter_elements(
     last_offset = 0
     follower_isa = Isa.A32  # the ISA after the last instruction the follower decoded
 
-    # Instruction cache for the current memory view and space: (address << 3 | isa) → info,
-    # or None when the 4 bytes the reference fetches are not mapped (ADDR_NACC).
-    generation = getattr(memory, "generation", 0)
+    # One-instruction tables of the current memory view and space, indexed by ISA.
+    generation = memory.generation
     cache_space = MemSpace.S
-    cache = _instr_cache(memory, generation, cache_space)
-    cls_t32, cls_t32_fn = cls_cache(Isa.T32, opts)
-    cls_a32, cls_a32_fn = cls_cache(Isa.A32, opts)
-
-    def instr_at(address: int, isa: Isa, space: MemSpace) -> _Info | None:
-        """(size, type, subtype, cond, direct target, next isa) of an instruction; None = NACC."""
-        if memory is None:
-            return None
-        region = memory.find(address, space)
-        if region is None:
-            return None
-        off = address - region.start
-        b = region.data[off : off + 4]
-        if len(b) < 4:
-            return None
-        if isa == Isa.T32:
-            op = (b[1] << 24) | (b[0] << 16) | (b[3] << 8) | b[2]
-            if (op >> 27) < 0x1D:  # a 16-bit instruction: the second halfword is not part of it
-                op &= 0xFFFF0000
-            c = cls_t32.get(op)
-            if c is None:
-                c = cls_t32[op] = cls_t32_fn(op)
-        else:
-            op = b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24)
-            c = cls_a32.get(op)
-            if c is None:
-                c = cls_a32[op] = cls_a32_fn(op)
-        size, itype, subtype, cond, _link, rel, align, switch, _it = c
-        target = None
-        nisa = isa
-        if rel is not None:
-            target = ((address & align) + rel) & 0xFFFFFFFF & ~1
-            if switch:
-                nisa = Isa.T32 if isa == Isa.A32 else Isa.A32
-        return size, InstrType(itype), InstrSubtype(subtype), cond, target, nisa
-
-    def readable_at(address: int, space: MemSpace) -> bool:
-        """Whether the 4 bytes the reference fetches per instruction are mapped."""
-        if memory is None:
-            return False
-        region = memory.find(address, space)
-        return region is not None and address + 4 <= region.start + len(region.data)
+    instrs = blocks.instr_tables(cache_space)
 
     def context_info() -> PEContextInfo:
         return PEContextInfo(sec, el, ctxid, vmid, False, ctxid_valid, vmid_valid, el_valid)
@@ -333,15 +279,16 @@ def iter_elements(
         if tp is PHeader:
             assert isinstance(pkt, PHeader)
             isa = pkt.isa
+            isa_i = int(isa)  # the same, as a plain int for the tables
             count = pkt.count
             bits = pkt.atoms
             fmt = pkt.fmt
             space = MemSpace.S if sec == SecLevel.SECURE else MemSpace.N
-            mgen = getattr(memory, "generation", 0)
+            mgen = memory.generation
             if mgen != generation or space != cache_space:
                 generation = mgen
                 cache_space = space
-                cache = _instr_cache(memory, generation, space)
+                instrs = blocks.instr_tables(space)
             while True:
                 if need_addr:
                     if not sent_unknown or ca:
@@ -379,49 +326,38 @@ def iter_elements(
                         else:
                             slot.elem = _stale_range(slot, off, acc)
                     else:
-                        executed = bool(bits & 1)
-                        info: _Info | None = None
-                        if isa in _CLASSIFIED:
-                            key = (iaddr << 3) | isa
-                            if key in cache:
-                                info = cache[key]
-                            else:
-                                info = cache[key] = instr_at(iaddr, isa, space)
-                            readable = info is not None
+                        executed = (bits & 1) == 1
+                        if isa_i <= _T32:  # A32 or T32: classified
+                            blk = instrs[isa_i].get(iaddr)
+                            if blk is None:
+                                blk = blocks.instr(iaddr, isa_i, space)
+                            readable = blk.found
                         else:
-                            readable = readable_at(iaddr, space)
-                        if info is not None:
-                            size, itype, subtype, cond, target, nisa = info
-                            slot.elem = InstrRange(
-                                off,
-                                iaddr,
-                                iaddr + size,
-                                1,
-                                isa,
-                                executed,
-                                size,
-                                itype,
-                                subtype,
-                                cond,
-                                acc,
-                            )
+                            blk = None
+                            readable = blocks.readable(iaddr, space)
+                        if blk is not None and readable:
+                            # One instruction per atom: the shared tail, no tuple per block.
+                            rng = InstrRange(off, iaddr, blk.end, 1, isa, executed, *blk.tail, acc)
+                            slot.elem = slot.rng = rng
                             slot.isa = isa
-                            slot.rng = slot.elem
                             slot.start = None
-                            nxt: int | None = iaddr + size
-                            if executed:
-                                if itype == InstrType.BR:
-                                    nxt = target
-                                elif itype == InstrType.BR_INDIRECT:
-                                    nxt = None
-                            if nxt is None:
-                                need_addr = True
-                                sent_unknown = False
+                            if not executed:
+                                iaddr = blk.end
                             else:
-                                iaddr = nxt
-                            follower_isa = nisa
-                            if nisa != isa:
-                                isa = nisa
+                                itype = blk.itype
+                                if itype == _BR:
+                                    iaddr = blk.target
+                                elif itype == _BR_IND:
+                                    need_addr = True
+                                    sent_unknown = False
+                                else:
+                                    iaddr = blk.end
+                            nisa = blk.next_isa
+                            if nisa == isa_i:
+                                follower_isa = isa
+                            else:  # BLX (immediate): A32 <-> T32
+                                isa = follower_isa = _ISAS[nisa]
+                                isa_i = nisa
                         elif not readable:
                             slot.elem = AddrNacc(off, iaddr, space, acc)
                             slot.start = iaddr
@@ -434,6 +370,7 @@ def iter_elements(
                             slot.elem = _stale_range(slot, off, acc)
                             if follower_isa != isa:
                                 isa = follower_isa
+                                isa_i = int(isa)
                     bits >>= 1
                     if count:
                         count -= 1
@@ -486,8 +423,7 @@ def iter_elements(
                 if pkt.context_id is not None:
                     ctxid = pkt.context_id
                     ctxid_valid = True
-                    if memory is not None:
-                        memory.set_context(ctxid, vmid if vmid_valid else None)
+                    memory.set_context(ctxid, vmid if vmid_valid else None)
                 if pkt.complete:
                     el = ExLevel.EL2 if pkt.hyp else ExLevel.UNKNOWN
                     el_valid = True
@@ -521,8 +457,7 @@ def iter_elements(
                 assert isinstance(pkt, VMID)
                 vmid = pkt.vmid
                 vmid_valid = True
-            if memory is not None:
-                memory.set_context(ctxid if ctxid_valid else None, vmid if vmid_valid else None)
+            memory.set_context(ctxid if ctxid_valid else None, vmid if vmid_valid else None)
             slot = q.alloc()
             slot.elem = PEContext(off, context_info(), slot.isa)
         elif tp is ExceptionEntry:

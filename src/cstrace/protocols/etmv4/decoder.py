@@ -18,10 +18,15 @@ the trace"; ETE: Arm ARM chapter D4/D5 "Embedded Trace Extension"):
 - Commit, cancel and mispredict packets, and the maximum speculation depth
   (TRCIDR8.MAXSPEC: anything deeper is committed at once), resolve the stack
   from its oldest end. Committing an atom walks the program image from the
-  current address to the next waypoint (one block-cache lookup per atom) and
-  emits an ``INSTR_RANGE``; where no image covers the address it emits
-  ``ADDR_NACC`` with the memory space of the current exception level and
-  security state.
+  current address to the next waypoint (one lookup in the shared block cache
+  of :mod:`cstrace.isa.blocks` per atom) and emits an ``INSTR_RANGE``; where
+  no image covers the address it emits ``ADDR_NACC`` with the memory space of
+  the current exception level and security state.
+- The decoder drives the code memory (:class:`~cstrace.memory.code.CodeMemory`):
+  ``set_context`` when a context element changes the context ID or VMID, and
+  ``advance(time)`` for each ``TIMESTAMP`` it outputs, once the elements of
+  that packet are made (an atom resolved by the same packet still walks the
+  code of the time before).
 - A packet that cannot be decoded (reserved header, bad sequence, conditional
   or data trace) resets the decoder, which reports ``NO_SYNC [bad-packet]``
   with the next packet; a sequence the stack cannot satisfy (commit or cancel
@@ -79,8 +84,9 @@ from cstrace.elements import (
     UnsyncReason,
 )
 from cstrace.errors import DiagCode, DiagKind
+from cstrace.isa import IsaOptions, StopReason
+from cstrace.isa.blocks import Block, BlockCache, Instr
 from cstrace.protocols.base import DecodeContext, Packet
-from cstrace.protocols.etmv4.decode_walk import CodeWalker
 from cstrace.protocols.etmv4.packets import NotSync as NotSync_
 from cstrace.protocols.etmv4.packets import PacketType as PT
 
@@ -217,8 +223,6 @@ _DECODE = 3
 
 _ISA = tuple(Isa)
 _A32, _T32, _A64 = int(Isa.A32), int(Isa.T32), int(Isa.A64)
-_ITYPE = tuple(InstrType)
-_ISUB = tuple(InstrSubtype)
 _BR = int(InstrType.BR)
 _BR_IND = int(InstrType.BR_INDIRECT)
 _OTHER = int(InstrType.OTHER)
@@ -336,9 +340,11 @@ class Etmv4Decoder:
         self.v7m = arch == 0x0700 and self.m_profile
         self.v8m = 0x0800 <= arch <= 0x0864 and self.m_profile
         self.src_addr_n = bool(getattr(context.options, "src_addr_n", False))
-        self.walker = CodeWalker(context.memory, config)
+        self.walker = BlockCache.shared(context.memory, isa_options(config))
         self.memory = self.walker.memory
         self.generation = self.memory.generation
+        self.timed = False
+        """A ``TIMESTAMP`` was output for the current packet: trace time moves after it."""
         self.rs = _ReturnStack(bool(getattr(config, "ret_stack", False)))
         # What the reference keeps when it resets between buffers of a session:
         # the PE context its output element carries, the code follower's address,
@@ -407,9 +413,9 @@ class Etmv4Decoder:
         raise _SeqError
 
     def _set_space(self) -> None:
-        """Recompute the memory space and select its block cache."""
+        """Recompute the memory space and select its block tables."""
         self.space = self._mem_space()
-        self.blocks = self.walker.cache_for(self.space)
+        self.blocks = self.walker.tables(self.space)
 
     def _mem_space(self) -> MemSpace:
         """Memory space of the current exception level and security state."""
@@ -474,6 +480,8 @@ class Etmv4Decoder:
                 self._resolve()
                 if self.state == _NO_SYNC:
                     self._no_sync(pkt, kind, idx)
+                if self.timed:
+                    self._advance_time(out)
             return out
         self._no_sync(pkt, kind, idx)
         return out
@@ -529,7 +537,22 @@ class Etmv4Decoder:
             stack.popleft()
         reason = UnsyncReason.OVERFLOW if self.prev_overflow else UnsyncReason.EOT
         out.append(EoTrace(self.last_idx, reason))
+        if self.timed:
+            self._advance_time(out)
         return out
+
+    def _advance_time(self, out: list[Element]) -> None:
+        """Trace time moved: tell the code memory, once the packet's elements are made.
+
+        The timestamps of a packet's elements take effect after the packet, in
+        order: the walks that packet made read the memory of the time before
+        it, as when the time reached the memory with the elements.
+        """
+        self.timed = False
+        advance = self.memory.advance
+        for e in out:
+            if type(e) is Timestamp:
+                advance(e.timestamp)
 
     # -- packet → stack elements -----------------------------------------------------
 
@@ -838,6 +861,7 @@ class Etmv4Decoder:
             if not self.ete_has_ts_marker or self.ete_first_ts_marker:
                 cc = e[_B] if k == _TS_CC else None
                 self.out.append(Timestamp(e[_IX], e[_A], cc))
+                self.timed = True
 
     def _marker(self, e: list[Any]) -> None:
         if self.ete_has_ts_marker:
@@ -875,7 +899,7 @@ class Etmv4Decoder:
             self.isa = _A32
         self.need_ctxt = False
         self.out.append(PEContext(idx, pe.copy(), _ISA[self.isa]))
-        self.walker.set_context(
+        self.memory.set_context(
             pe.context_id if pe.ctxt_id_valid else None, pe.vmid if pe.vmid_valid else None
         )
         self._set_space()
@@ -887,14 +911,6 @@ class Etmv4Decoder:
         else:
             self.addr, self.isa = r
             self.need_addr = False
-
-    def _range(
-        self, idx: int, start: int, end: int, n: int, isa: int, taken: bool, last: Any
-    ) -> InstrRange:
-        size, itype, subtype, cond = last[0], last[1], last[2], last[3]
-        return InstrRange(
-            idx, start, end, n, _ISA[isa], taken, size, _ITYPE[itype], _ISUB[subtype], cond
-        )
 
     # -- program flow ----------------------------------------------------------------
 
@@ -939,44 +955,44 @@ class Etmv4Decoder:
                 blk = blocks[isa].get(addr)
                 if blk is None:
                     blk = self.walker.block(addr, isa, self.space, 0)
-            it = blk[10]
-            if blk[0]:
+            it = blk.it_out
+            if blk.found:
                 # waypoint found
                 if taken:
-                    itype = blk[3]
+                    itype = blk.itype
                     if itype == _BR:
-                        if blk[7]:
-                            rs.push(blk[2], isa)
-                        addr = blk[8]
+                        if blk.link:
+                            rs.push(blk.end, isa)
+                        addr = blk.target
                         it = 0
                     else:
-                        addr = blk[2]
+                        addr = blk.end
                         if itype == _BR_IND:
                             need = True
                             self.need_addr = True
-                            if blk[7]:
+                            if blk.link:
                                 rs.push(addr, isa)
                             it = 0
                             pop_pending = rs.active
-                            if blk[4] == _V8_ERET and self.is_ete:
+                            if blk.subtype == _V8_ERET and self.is_ete:
                                 # No exception-return packet in ETE: show the ERET.
-                                isa = blk[9]
-                                append(InstrRange(ix, *blk[11]))
+                                isa = blk.next_isa
+                                append(InstrRange(ix, *blk.range_e))
                                 append(ExceptionRet(ix))
                                 continue
-                    isa = blk[9]
-                    append(InstrRange(ix, *blk[11]))
+                    isa = blk.next_isa
+                    append(InstrRange(ix, *blk.range_e))
                 else:
-                    addr = blk[2]
-                    append(InstrRange(ix, *blk[12]))
+                    addr = blk.end
+                    append(InstrRange(ix, *blk.range_n))
             else:
-                # No waypoint: the opcode at blk[2] is in no memory image.
+                # No waypoint: the opcode at blk.end is in no memory image.
                 need = True
                 self.need_addr = True
-                if blk[1]:
-                    append(InstrRange(ix, *blk[11]))
-                    isa = blk[9]
-                addr = blk[2]
+                if blk.count:
+                    append(InstrRange(ix, *blk.range_e))
+                    isa = blk.next_isa
+                addr = blk.end
                 append(AddrNacc(ix, addr, self.space))
         # (A sequence error raised above has reset the decoder: nothing to write back.)
         self.addr = addr
@@ -1013,17 +1029,15 @@ class Etmv4Decoder:
             space = self.space
             start = self.addr
             isa = self.isa
-            found, count, end, last, it = self.walker.walk_to(
-                start, isa, space, ret_addr, self.it if isa == _T32 else 0
-            )
-            self.it = it
-            if count:
-                out.append(self._range(idx, start, end, count, isa, True, last))
-                self.isa = last[4]
-            self.addr = end
-            if not found:
+            blk = self.walker.walk_to(start, isa, space, ret_addr, self.it if isa == _T32 else 0)
+            self.it = blk.it_out
+            if blk.count:
+                out.append(InstrRange(idx, *blk.range_e))
+                self.isa = blk.next_isa
+            self.addr = blk.end
+            if not blk.found:
                 self.need_addr = True
-                out.append(AddrNacc(idx, end, space))
+                out.append(AddrNacc(idx, blk.end, space))
         out.append(Exception_(idx, ex[_A], None if tail else ret_addr, br_tgt, m_tail_chain=tail))
         self.it = 0
 
@@ -1047,15 +1061,19 @@ class Etmv4Decoder:
             q_addr, q_is = q[_B], q[_C]
         start = self.addr
         isa = self.isa
-        walked = 0
-        end = start
+        blk: Block | None = None
         if count:
-            walked, end, last, is_branch, it = self.walker.walk_count(
+            blk = self.walker.walk_count(
                 start, isa, self.space, count, self.it if isa == _T32 else 0
             )
-            self.it = it
-        if count and walked == count and (end == q_addr or is_branch):
-            self.out.append(self._range(idx, start, end, walked, isa, True, last))
+            self.it = blk.it_out
+        if (
+            blk is not None
+            and blk.count == count
+            and (blk.end == q_addr or blk.reason == StopReason.WAYPOINT)
+        ):
+            # All N instructions walked, ending at the address or after a branch.
+            self.out.append(InstrRange(idx, *blk.range_e))
         else:
             q_isa = _A64 if self.is_64bit else (_T32 if q_is else _A32)
             self.out.append(IRangeNoPath(idx, start, q_addr, count, _ISA[q_isa]))
@@ -1071,12 +1089,15 @@ class Etmv4Decoder:
         curr = self.addr
         isa = self.isa
         walker = self.walker
-        info = walker.instr_at(src, isa, space)
+        info = walker.instr(src, isa, space)
         out = self.out
-        if info is None:
+        if not info.found:
             out.append(AddrNacc(idx, src, space))
             return
-        size, itype, _, _, link, target, next_isa = info
+        size = info.size
+        itype = info.itype
+        link = info.link
+        next_isa = info.next_isa
         after = src + size
         if self.need_addr or curr > src:
             self.need_addr = False
@@ -1091,23 +1112,24 @@ class Etmv4Decoder:
                 num = 0
                 a = st
                 while a < after:
-                    ii = walker.instr_at(a, isa, space)
-                    if ii is None:
+                    ii = walker.instr(a, isa, space)
+                    if not ii.found:
                         out.append(AddrNacc(idx, src, space))
                         num = 1
                         st = src
                         break
-                    a += ii[0]
+                    a += ii.size
                     num += 1
-                    if self.src_addr_n and a < after and ii[1] != _OTHER:
-                        out.append(self._range(idx, st, a, num, isa, False, ii))
+                    if self.src_addr_n and a < after and ii.itype != _OTHER:
+                        # -src_addr_n: a waypoint on the way ends a range, not executed.
+                        out.append(_range(idx, st, a, num, isa, False, ii))
                         st = a
                         num = 0
         self.addr = after
         if itype == _BR:
             if link:
                 self.rs.push(after, isa)
-            self.addr = target
+            self.addr = info.target
         elif itype == _BR_IND:
             self.need_addr = True
             if link:
@@ -1116,7 +1138,25 @@ class Etmv4Decoder:
                 self.rs.pop_pending = True
         # The reference switches the ISA before it fills in the range.
         self.isa = next_isa
-        out.append(self._range(idx, st, after, num, next_isa, True, info))
+        out.append(_range(idx, st, after, num, next_isa, True, info))
+
+
+def isa_options(config: Any) -> IsaOptions:
+    """The instruction-classification options of an ETMv4/ETE configuration."""
+    return IsaOptions(
+        int(getattr(config, "arch_version", 0x0800)) or 0x0800,
+        int(getattr(config, "core_profile", 3)) or 3,
+        dsb_dmb_waypoints=False,
+        wfi_wfe_branch=bool(getattr(config, "wfi_wfe_branch", False)),
+        track_it_block=True,
+    )
+
+
+def _range(
+    idx: int, start: int, end: int, n: int, isa: int, taken: bool, last: Instr
+) -> InstrRange:
+    """An ``INSTR_RANGE`` of ``n`` instructions ending with the instruction ``last``."""
+    return InstrRange(idx, start, end, n, _ISA[isa], taken, *last.tail)
 
 
 def _ctxt_of(pkt: Any) -> tuple[Any, ...]:

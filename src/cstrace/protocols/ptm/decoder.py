@@ -10,9 +10,11 @@ the next waypoint instruction (a branch) was taken (E) or not (N); a branch
 address packet gives the target of an indirect branch or an exception; an
 I-sync gives the full address and state. Between waypoints the decoder follows
 the program image: it walks the code from the current address to the next
-waypoint (:mod:`cstrace.isa`), and reports the walked instructions as an
-``INSTR_RANGE``. Walks are cached per memory space: after the first walk of a
-block, an atom costs one dictionary lookup.
+waypoint (:mod:`cstrace.isa.blocks`), and reports the walked instructions as
+an ``INSTR_RANGE``. Walks are cached per memory space: after the first walk of
+a block, an atom costs one dictionary lookup. The decoder drives the code
+memory: ``set_context`` on I-sync, context ID and VMID changes, and
+``advance(time)`` with each ``TIMESTAMP`` it outputs.
 
 The elements reproduce the reference decoder (OpenCSD's PTM decoder) exactly,
 including its choices where the specification leaves room:
@@ -35,7 +37,6 @@ including its choices where the specification leaves room:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 from cstrace.elements import (
     AddrNacc,
@@ -47,7 +48,6 @@ from cstrace.elements import (
     Exception_,
     ExceptionRet,
     InstrRange,
-    InstrSubtype,
     InstrType,
     Isa,
     MemSpace,
@@ -61,7 +61,8 @@ from cstrace.elements import (
 )
 from cstrace.elements import Timestamp as TimestampElem
 from cstrace.errors import DiagCode, DiagKind, Severity
-from cstrace.isa import IsaOptions, arch_profile, decode, read_opcode, scan_to_waypoint
+from cstrace.isa import IsaOptions, arch_profile
+from cstrace.isa.blocks import BlockCache
 from cstrace.protocols.base import DecodeContext, Packet
 from cstrace.protocols.ptm.config import PtmConfig
 from cstrace.protocols.ptm.packets import (
@@ -85,10 +86,8 @@ from cstrace.protocols.ptm.packets import (
 __all__ = ["ReturnStack", "iter_elements"]
 
 _ISAS = tuple(Isa)
-_BR = InstrType.BR
-_BR_IND = InstrType.BR_INDIRECT
-_OTHER = InstrType.OTHER
-_NONE = InstrSubtype.NONE
+_BR = int(InstrType.BR)
+_BR_IND = int(InstrType.BR_INDIRECT)
 _T32 = int(Isa.T32)
 _TRACE_ON = {
     ISyncReason.PERIODIC: TraceOnReason.NORMAL,
@@ -102,16 +101,6 @@ _NO_SYNC = 0
 _WAIT_SYNC = 1
 _WAIT_ISYNC = 2
 _DECODE = 3
-
-Block = tuple[bool, int, int, InstrType, InstrSubtype, int, bool, bool, int, int]
-"""A walk: ``(found, count, end, itype, subtype, size, cond, link, target, next_isa)``.
-
-``found``: the walk ended on a waypoint, else at ``end`` whose opcode is not
-readable; ``count``: instructions walked; then the last instruction's type,
-sub-type, size, condition and link flags, direct branch target (0 if none) and
-the ISA after it.
-"""
-
 
 # What the decoder was processing when it met code it cannot walk (Diagnostic detail).
 _ISA_DETAIL = {
@@ -164,118 +153,6 @@ class ReturnStack:
         self.count = 0
 
 
-class _NoMemory:
-    """Stands in for a missing code memory: nothing is mapped."""
-
-    generation = 0
-
-    def find(self, address: int, space: MemSpace | int = MemSpace.ANY) -> None:
-        """Nothing is mapped."""
-        return None
-
-    def set_context(self, context_id: int | None, vmid: int | None = None) -> None:
-        """No address spaces to select."""
-
-
-class _Walker:
-    """Walks the program image, caching blocks per memory space."""
-
-    def __init__(self, memory: Any, opts: IsaOptions) -> None:
-        self.memory = memory if memory is not None else _NoMemory()
-        self.opts = opts
-        self.generation = self.memory.generation
-        self.caches: dict[int, dict[int, Block]] = {}
-
-    def cache(self, space: int) -> dict[int, Block]:
-        """The block cache of a memory space, emptied when the memory map changes."""
-        if self.memory.generation != self.generation:
-            self.generation = self.memory.generation
-            self.caches.clear()
-        c = self.caches.get(space)
-        if c is None:
-            c = self.caches[space] = {}
-        return c
-
-    def readable(self, address: int, space: int) -> bool:
-        """True when the 4 opcode bytes at ``address`` are in one mapped region."""
-        region = self.memory.find(address, space)
-        return region is not None and region.start + len(region.data) - address >= 4
-
-    def walk(self, address: int, isa: int, space: int) -> Block:
-        """Walk from ``address`` to the next waypoint (inclusive), across adjacent regions."""
-        find = self.memory.find
-        opts = self.opts
-        isa_e = _ISAS[isa]
-        count = 0
-        a = address
-        last = None
-        while True:
-            region = find(a, space)
-            if region is None:
-                break
-            s = scan_to_waypoint(region.data, region.start, a, isa_e, opts)
-            if s.count == 0:
-                break
-            count += s.count
-            a = s.end
-            last = s.last
-            if s.reason == 0:  # StopReason.WAYPOINT
-                break
-        if last is None:
-            return (False, 0, a, _OTHER, _NONE, 0, False, False, 0, isa)
-        return (
-            last.itype is not _OTHER,
-            count,
-            a,
-            last.itype,
-            last.subtype,
-            last.size,
-            last.is_cond,
-            last.is_link,
-            last.target or 0,
-            int(last.next_isa),
-        )
-
-    def walk_to(self, address: int, isa: int, space: int, match: int) -> Block:
-        """Walk instruction by instruction until the one at ``match`` (inclusive) is walked.
-
-        Waypoints on the way do not stop the walk; ``found`` is False when an
-        unreadable opcode stopped it first.
-        """
-        find = self.memory.find
-        opts = self.opts
-        isa_e = _ISAS[isa]
-        count = 0
-        a = address
-        info = None
-        while True:
-            region = find(a, space)
-            if region is None:
-                break
-            op = read_opcode(isa_e, region.data, a - region.start)
-            if op is None:
-                break
-            info = decode(isa_e, a, op, opts)
-            count += 1
-            a += info.size
-            if info.address == match:
-                break
-        if info is None:
-            return (False, 0, a, _OTHER, _NONE, 0, False, False, 0, isa)
-        return (
-            info.address == match,
-            count,
-            a,
-            info.itype,
-            info.subtype,
-            info.size,
-            info.is_cond,
-            info.is_link,
-            info.target or 0,
-            int(info.next_isa),
-        )
-
-
 def _isa_options(config: PtmConfig) -> IsaOptions:
     arch, profile = arch_profile(config.core)
     return IsaOptions(arch, profile, dsb_dmb_waypoints=config.dmb_dsb_waypoints)
@@ -285,7 +162,8 @@ def iter_elements(
     packets: Iterable[Packet], config: PtmConfig, context: DecodeContext
 ) -> Iterator[Element]:
     """Decode PTM packets to generic trace elements."""
-    walker = _Walker(context.memory, _isa_options(config))
+    walker = BlockCache.shared(context.memory, _isa_options(config))
+    memory = walker.memory
     stack = ReturnStack(config.return_stack)
     state = _NO_SYNC
     need_isync = True
@@ -296,7 +174,7 @@ def iter_elements(
     # PE context
     ctxt = PEContextInfo(SecLevel.SECURE)
     space = int(MemSpace.S)
-    cache = walker.cache(space)
+    tables = walker.tables(space)
     # the reference reuses one output element: its ISA persists between elements
     elem_isa = int(Isa.UNKNOWN)
     offset = 0
@@ -362,12 +240,10 @@ def iter_elements(
                         ctxt.context_id = pkt.context_id
                         ctxt.ctxt_id_valid = True
                         show_ctxt = True
-                        walker.memory.set_context(
-                            ctxt.context_id, ctxt.vmid if ctxt.vmid_valid else None
-                        )
+                        memory.set_context(ctxt.context_id, ctxt.vmid if ctxt.vmid_valid else None)
                     ctxt.security_level = SecLevel.NONSECURE if pkt.ns else SecLevel.SECURE
                     space = int(MemSpace.N if pkt.ns else MemSpace.S)
-                    cache = walker.cache(space)
+                    tables = walker.tables(space)
                     if need_isync or pkt.reason != ISyncReason.PERIODIC:
                         yield TraceOn(offset, _TRACE_ON[pkt.reason], pkt.cycle_count)
                     else:
@@ -382,24 +258,24 @@ def iter_elements(
                     if not (ctxt.ctxt_id_valid and ctxt.context_id == cid):
                         ctxt.context_id = cid
                         ctxt.ctxt_id_valid = True
-                        walker.memory.set_context(cid, ctxt.vmid if ctxt.vmid_valid else None)
-                        cache = walker.cache(space)
+                        memory.set_context(cid, ctxt.vmid if ctxt.vmid_valid else None)
+                        tables = walker.tables(space)
                         yield PEContext(offset, ctxt.copy(), isas[elem_isa])
                     continue
                 case VMID(vmid=vmid):
                     if not (ctxt.vmid_valid and ctxt.vmid == vmid):
                         ctxt.vmid = vmid
                         ctxt.vmid_valid = True
-                        walker.memory.set_context(
-                            ctxt.context_id if ctxt.ctxt_id_valid else None, vmid
-                        )
-                        cache = walker.cache(space)
+                        memory.set_context(ctxt.context_id if ctxt.ctxt_id_valid else None, vmid)
+                        tables = walker.tables(space)
                         yield PEContext(offset, ctxt.copy(), isas[elem_isa])
                     continue
                 case Timestamp(timestamp=ts, cycle_count=tcc):
+                    # Trace time moved on: the code memory applies its events up to it
+                    # (an event log may map other code from now on).
+                    memory.advance(ts)
+                    tables = walker.tables(space)
                     yield TimestampElem(offset, ts, tcc)
-                    # Trace time moved on: an event-log address map may show other code.
-                    cache = walker.cache(space)
                     continue
                 case Trigger():
                     yield Event(offset, EventType.TRIGGER)
@@ -435,32 +311,29 @@ def iter_elements(
                 break
             if to_addr:
                 assert isinstance(pkt, WaypointUpdate)
-                blk = walker.walk_to(pe_addr, pe_isa, space, pkt.address)
+                blk = walker.walk_through(pe_addr, pe_isa, space, pkt.address)
             else:
-                key = (pe_addr << 3) | pe_isa
-                cached = cache.get(key)
-                if cached is None:
-                    cached = cache[key] = walker.walk(pe_addr, pe_isa, space)
-                blk = cached
-            found, count, end, itype, subtype, size, cond, link, target, next_isa = blk
-            if not found:
+                cached = tables[pe_isa].get(pe_addr)
+                blk = walker.block(pe_addr, pe_isa, space) if cached is None else cached
+            end = blk.end
+            if not blk.found:
                 pe_valid = False
-                if count:
+                if blk.count:
                     elem_isa = pe_isa
-                    yield InstrRange(
-                        offset, pe_addr, end, count, isas[pe_isa], True, size, itype, subtype, cond
-                    )
+                    yield InstrRange(offset, *blk.range_e)
                 yield AddrNacc(offset, end, MemSpace(space))
                 break
             taken = bits & 1
             bits >>= 1
             next_addr = end
+            next_isa = blk.next_isa
             if taken:
-                if itype is _BR:
-                    next_addr = target
-                    if link:
+                itype = blk.itype
+                if itype == _BR:
+                    next_addr = blk.target
+                    if blk.link:
                         stack.push(end, pe_isa)
-                elif itype is _BR_IND:
+                elif itype == _BR_IND:
                     pe_valid = False
                     if stack.active and type(pkt) is Atom:
                         popped = stack.pop()
@@ -477,22 +350,10 @@ def iter_elements(
                         assert popped is not None
                         next_addr, next_isa = popped
                         pe_valid = True
-                    if link:
+                    if blk.link:
                         stack.push(end, pe_isa)
             elem_isa = pe_isa
-            yield InstrRange(
-                offset,
-                pe_addr,
-                end,
-                count,
-                isas[pe_isa],
-                bool(taken),
-                size,
-                itype,
-                subtype,
-                cond,
-                cc,
-            )
+            yield InstrRange(offset, *(blk.range_e if taken else blk.range_n), cc)
             pe_addr = next_addr
             pe_isa = next_isa
             if not pe_valid:
