@@ -37,43 +37,39 @@ def packet_renderer(protocol: str) -> Callable[[Packet], str]:
 
 
 def listing_lines(run: SourceRun, *, packets: bool = True) -> Iterator[str]:
-    """The listing of one source run: packet lines (unless ``packets`` is False) and elements."""
+    """The listing of one source run: packet lines (unless ``packets`` is False) and elements.
+
+    Each packet's line comes before the elements decoded after the decoder read
+    it. Diagnostics are printed in the reference's words after the line of the
+    packet being decoded, with no newline (glued to the next line), as
+    ``trc_pkt_lister`` does.
+    """
     text_of = packet_renderer(run.protocol.name)
-    pid = f"{run.packet_id:x}"
-    eid = f"{run.trace_id:x}"
-    pending: deque[Packet] = deque()
     protocol = run.protocol.name
-    # Diagnostics print in the reference's words after the line of the packet
-    # being decoded, with no newline (glued to the next line), as trc_pkt_lister.
-    glue = ""
+    prefix = f"ID:{run.packet_id:x}; ["
+    elem_prefix = f"; ID:{run.trace_id:x}; "
+    pending: deque[Packet] = deque()
+    popleft = pending.popleft
 
     def tap(source: Iterable[Packet]) -> Iterator[Packet]:
+        append = pending.append
         for p in source:
-            pending.append(p)
+            append(p)
             yield p
 
-    prefix = f"ID:{pid}; ["
-
-    def packet_line(p: Packet) -> str:
-        return f"Idx:{p.offset}; {prefix}{hexbytes(p.raw)}];\t{text_of(p)}"
-
-    def flush() -> Iterator[str]:
-        nonlocal glue
+    glue = ""
+    for elem in run.elements(tap(run.packets())):
+        # The packets read since the last element (inlined: this loop is hot).
         while pending:
-            p = pending.popleft()
+            p = popleft()
             # The reference's raw-packet monitor skips packets with no bytes
             # (they still reach the decoder, e.g. an empty NOTSYNC).
             if packets and p.raw:
-                line = packet_line(p)
+                line = f"Idx:{p.offset}; {prefix}{hexbytes(p.raw)}];\t{text_of(p)}"
                 if glue:
                     line = glue + line
                     glue = ""
                 yield line
-
-    elem_prefix = f"; ID:{eid}; "
-    for elem in run.elements(tap(run.packets())):
-        if pending:
-            yield from flush()
         if type(elem) is Diagnostic:
             glue += diagnostic_text(protocol, elem)
             continue
@@ -82,6 +78,13 @@ def listing_lines(run: SourceRun, *, packets: bool = True) -> Iterator[str]:
             line = glue + line
             glue = ""
         yield line
-    yield from flush()
+    while pending:
+        p = popleft()
+        if packets and p.raw:
+            line = f"Idx:{p.offset}; {prefix}{hexbytes(p.raw)}];\t{text_of(p)}"
+            if glue:
+                line = glue + line
+                glue = ""
+            yield line
     if glue:
         yield glue
