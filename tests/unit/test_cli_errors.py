@@ -10,7 +10,7 @@ import pytest
 
 from cstrace.cli import main
 from cstrace.protocols import find_protocol
-from tests.snapshots import Buffer, Source, make_snapshot
+from tests.snapshots import Buffer, Core, Source, make_snapshot
 
 STM = Source("STM_0", "STM", {"STMTCSR": 0x00A00007})
 
@@ -203,3 +203,22 @@ def test_bad_source_skipped_others_decoded(
     assert code == 2
     assert_one_line_error(err, "STM_1.ini", "STMTCSR")
     assert "OCSD_GEN_TRC_ELEM_SWTRACE" in out
+
+
+def test_overlapping_memory_dumps_are_reported(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Two dumps of the traced core at overlapping addresses in one memory space: the
+    # second is left out, as the reference does, and the user is told once.
+    core = Core(
+        "cpu_0",
+        "Cortex-A53",
+        [("a.bin", 0x1000, bytes(64), "ANY"), ("b.bin", 0x1020, bytes(64), "ANY")],
+    )
+    regs = {"TRCCONFIGR": 1, "TRCTRACEIDR": 0x10, "TRCIDR0": 0x28000EA1, "TRCIDR2": 0x488}
+    etm = Source("ETM_0", "ETM4", regs, core="cpu_0")
+    snap = make_snapshot(tmp_path / "s", [etm], [Buffer("ETB_0", bytes(32), ["ETM_0"])], [core])
+    code, _, err = run(capsys, "decode", str(snap))
+    assert code == 0, err
+    warnings = [w for w in err.splitlines() if "overlaps" in w]
+    assert len(warnings) == 1 and "b.bin" in warnings[0] and "cpu_0.ini" in warnings[0]

@@ -90,3 +90,16 @@ def test_snapshot_dumps_with_space_and_a_missing_file(tmp_path: Path) -> None:
     assert mm.read(0x8000, 4, MemSpace.EL2) == bytes(range(4))
     assert mm.read(0x8000, 4, MemSpace.EL1N) == b""
     assert mm.read(0xA000, 16, MemSpace.EL1N) == bytes(range(0x10, 0x18))
+
+
+def test_a_dump_longer_than_its_file_is_cut_to_the_file() -> None:
+    # A length far beyond the file must not allocate it: the bytes there are used.
+    from cstrace.inputs.files import BytesBlob
+    from cstrace.trace import Dump, Trace
+
+    dump = Dump(BytesBlob(b"abcdefgh", "d.bin"), 0x1000, offset=2, length=0xFFFFFFFFFFFF)
+    memories = CodeMemories(Trace([], [], dumps=[dump]))
+    mm = memories.static_map(None)
+    assert mm.read(0x1000, 16) == b"cdefgh"
+    (issue,) = memories.issues
+    assert "d.bin" in str(issue) and "beyond" in str(issue)
