@@ -32,7 +32,20 @@ __all__ = [
     "IssueKind",
     "Severity",
     "SnapshotError",
+    "located",
 ]
+
+
+def located(message: str, path: str | None, line: int | None, offset: int | None) -> str:
+    """``path: line N: offset 0xN: message``, with the parts that are known."""
+    where = []
+    if path is not None:
+        where.append(path)
+    if line is not None:
+        where.append(f"line {line}")
+    if offset is not None:
+        where.append(f"offset {offset:#x}")
+    return f"{': '.join(where)}: {message}" if where else message
 
 
 class CstraceError(Exception):
@@ -53,14 +66,7 @@ class CstraceError(Exception):
         self.offset = offset
 
     def __str__(self) -> str:
-        where = []
-        if self.path is not None:
-            where.append(self.path)
-        if self.line is not None:
-            where.append(f"line {self.line}")
-        if self.offset is not None:
-            where.append(f"offset {self.offset:#x}")
-        return f"{': '.join(where)}: {self.message}" if where else self.message
+        return located(self.message, self.path, self.line, self.offset)
 
 
 class InputError(CstraceError):
@@ -177,14 +183,7 @@ class Issue:
     """Byte offset in the file ``path`` (or the capture when ``path`` is a buffer name)."""
 
     def __str__(self) -> str:
-        where = []
-        if self.path is not None:
-            where.append(self.path)
-        if self.line is not None:
-            where.append(f"line {self.line}")
-        if self.offset is not None:
-            where.append(f"offset {self.offset:#x}")
-        return f"{': '.join(where)}: {self.message}" if where else self.message
+        return located(self.message, self.path, self.line, self.offset)
 
     @property
     def is_error(self) -> bool:
