@@ -164,15 +164,34 @@ class IndexCursor:
 
     def at(self, p: int) -> int:
         """The capture index of the byte at position ``p``."""
-        if p >= self.limit or p < self._pos[self._k]:
+        if p >= self.limit:
+            # Most often p is in the next run (a reader moving on by a packet),
+            # and not its last: go there without a search.
+            k = self._k + 1
             rp = self._pos
-            k = self._k if p >= rp[self._k] else 0
-            n = len(rp)
-            while k + 1 < n and rp[k + 1] <= p:
-                k += 1
-            self._k = k
-            self.base = self._idx[k] - rp[k]
-            self.limit = rp[k + 1] if k + 1 < n else self._end + 1
+            try:
+                nxt = rp[k + 1]
+            except IndexError:
+                return self._find(p)
+            if p < nxt:
+                self._k = k
+                self.limit = nxt
+                base = self.base = self._idx[k] - rp[k]
+                return base + p
+        elif p >= self._pos[self._k]:
+            return self.base + p
+        return self._find(p)
+
+    def _find(self, p: int) -> int:
+        """:meth:`at` for a position outside the current and the next run."""
+        rp = self._pos
+        k = self._k if p >= rp[self._k] else 0
+        n = len(rp)
+        while k + 1 < n and rp[k + 1] <= p:
+            k += 1
+        self._k = k
+        self.base = self._idx[k] - rp[k]
+        self.limit = rp[k + 1] if k + 1 < n else self._end + 1
         return self.base + p
 
     @property

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterator
 
 from cstrace.capture.stream import Stream
+from cstrace.capture.window import BlockWindow
 from cstrace.protocols.itm.packets import (
     Async,
     BadSequence,
@@ -129,208 +130,203 @@ def iter_packets(
 
     ``complete`` is False when the capture was cut short: then a packet in
     progress at the end is dropped instead of flushed as INCOMPLETE_EOT.
+    The stream is read block by block through a
+    :class:`~cstrace.capture.window.BlockWindow`.
     """
-    pieces = iter(stream.blocks())
-    found = yield from _search_sync(pieces)
-    if found is not None:
-        yield from _read_synced(found[0], found[1], pieces, complete)
+    win = BlockWindow(stream)
+    if not win.advance(0):
+        return
+    start = yield from _search_sync(win, stream.trace_id is not None)
+    if start >= 0:
+        yield from _read_synced(win, start, complete)
 
 
-def _search_sync(
-    pieces: Iterator[Stream],
-) -> Generator[ItmPacket, None, tuple[Stream, int] | None]:
+def _search_sync(win: BlockWindow, framed: bool) -> Generator[ItmPacket, None, int]:
     """Before the first synchronization packet: NOTSYNC packets, then the ASYNC packet.
 
-    This is the reference's search, block by block. Returns the piece of the
-    stream (one of its :meth:`~Stream.blocks`) and the position in it after the
-    ASYNC packet, or None when the stream ends unsynchronised.
+    This is the reference's search, block by block (its blocks, see
+    :func:`~cstrace.protocols.stm.reader.input_blocks`), computing indices
+    inside a block from the block's index as the reference does. The last block
+    of a window may go on in the next capture block: it is scanned with the
+    next window. Returns the window position after the ASYNC packet, or -1 when
+    the stream ends unsynchronised.
     """
     raw = bytearray()
     pkt_index = 0
     sync_start = False
     sent_notsync = False
-    for piece, base, blk, block, rest in input_blocks(pieces):
-        pos = 0
-        end = len(block)
-        dump = 0
-        if not sync_start:
-            pkt_index = blk
-        while pos < end:
-            if sync_start:
-                err = False
-                while len(raw) < 5 and pos < end:
-                    b = block[pos]
-                    pos += 1
-                    raw.append(b)
-                    if b:
-                        err = True
-                        break
-                while not err and len(raw) >= 5 and pos < end:
-                    b = block[pos]
-                    pos += 1
-                    raw.append(b)
-                    if b == 0x80:
-                        yield Async(pkt_index, bytes(raw))
-                        if piece.trace_id is not None:
-                            return piece, base + pos
-                        # Unformatted: the rest of the stream goes on from this block.
-                        return Stream(None, block[pos:] + rest, base=blk + pos), 0
-                    if b:
-                        err = True
-                if err:
-                    dump = len(raw)
-                    sync_start = False
+    while True:
+        data = win.data
+        n = len(data)
+        held = n  # bytes of the window done with: the rest is kept for the next one
+        for s, e, blk in input_blocks(win, 0, framed):
+            if e == n and not win.final:
+                held = s
+                break
+            block = data[s:e]
+            pos = 0
+            end = len(block)
+            dump = 0
             if not sync_start:
-                if pos >= end:
-                    break
-                b = block[pos]
-                pos += 1
-                raw.append(b)
-                if b == 0:
-                    sync_start = True
-                    if dump or not sent_notsync:
-                        yield NotSync(pkt_index, bytes(raw[:dump]), not sent_notsync)
-                    sent_notsync = True
-                    del raw[:dump]
-                    dump = 0
-                    pkt_index = blk + pos - 1
-                else:
-                    dump += 1
-                    if dump >= 8:
-                        yield NotSync(pkt_index, bytes(raw[:dump]), not sent_notsync)
+                pkt_index = blk
+            while pos < end:
+                if sync_start:
+                    err = False
+                    while len(raw) < 5 and pos < end:
+                        b = block[pos]
+                        pos += 1
+                        raw.append(b)
+                        if b:
+                            err = True
+                            break
+                    while not err and len(raw) >= 5 and pos < end:
+                        b = block[pos]
+                        pos += 1
+                        raw.append(b)
+                        if b == 0x80:
+                            yield Async(pkt_index, bytes(raw))
+                            return s + pos
+                        if b:
+                            err = True
+                    if err:
+                        dump = len(raw)
+                        sync_start = False
+                if not sync_start:
+                    if pos >= end:
+                        break
+                    b = block[pos]
+                    pos += 1
+                    raw.append(b)
+                    if b == 0:
+                        sync_start = True
+                        if dump or not sent_notsync:
+                            yield NotSync(pkt_index, bytes(raw[:dump]), not sent_notsync)
                         sent_notsync = True
                         del raw[:dump]
                         dump = 0
-        if not sync_start:
-            if dump or not sent_notsync:
-                yield NotSync(pkt_index, bytes(raw[:dump]), not sent_notsync)
-            sent_notsync = True
-            del raw[:dump]
-    return None
+                        pkt_index = blk + pos - 1
+                    else:
+                        dump += 1
+                        if dump >= 8:
+                            yield NotSync(pkt_index, bytes(raw[:dump]), not sent_notsync)
+                            sent_notsync = True
+                            del raw[:dump]
+                            dump = 0
+            if not sync_start:
+                if dump or not sent_notsync:
+                    yield NotSync(pkt_index, bytes(raw[:dump]), not sent_notsync)
+                sent_notsync = True
+                del raw[:dump]
+        if not win.advance(held):
+            return -1
 
 
-def _read_synced(
-    piece: Stream, start: int, pieces: Iterator[Stream], complete: bool
-) -> Iterator[ItmPacket]:
-    """After the first synchronization packet: packets one at a time from ``start``.
+def _read_synced(win: BlockWindow, start: int, complete: bool) -> Iterator[ItmPacket]:
+    """After the first synchronization packet: packets one at a time from window position ``start``.
 
     Once synchronised, a packet's index is that of its header byte, so block
-    boundaries no longer matter: the stream is read as one byte string, the
-    current piece extended with the next one when a packet runs past its end.
+    boundaries no longer matter: the window is read as one byte string, and a
+    packet cut by its end is read again, whole, with the next window.
     """
-    data = piece.data
+    data = win.data
     n = len(data)
-    run_pos = [*piece.run_pos.tolist(), n + 1]
-    run_idx = piece.run_idx.tolist()
-    r = 0
-    nxt = run_pos[1]
+    # Capture indices come from the cursor: inside its current run the index of
+    # position p is base + p, up to position run_end.
+    cur = win.cursor(start)
+    base = cur.base
+    run_end = cur.limit
     headers = HEADERS
     p = start
     while True:
-        if p >= n:
-            nxt_piece = next(pieces, None)
-            if nxt_piece is None:
+        while p < n:
+            if p >= run_end:
+                cur.at(p)
+                base = cur.base
+                run_end = cur.limit
+            index = base + p
+            hdr = data[p]
+            kind = headers[hdr]
+            out: ItmPacket | None = None
+            stop = p + 1
+            if kind == _P.SWIT or kind == _P.DWT:
+                stop = p + 1 + _PAYLOAD_SIZE[hdr & 3]
+                if stop <= n:
+                    value = int.from_bytes(data[p + 1 : stop], "little")
+                    cls = Swit if kind == _P.SWIT else Dwt
+                    out = cls(index, data[p:stop], (hdr >> 3) & 0x1F, value, stop - p - 1)
+            elif kind == _P.TS_LOCAL and not hdr & 0x80:
+                out = LocalTs(index, data[p:stop], 0, (hdr >> 4) & 7, 1, True)
+            elif kind == _P.OVERFLOW:
+                out = Overflow(index, data[p:stop])
+            elif kind == _P.EXTENSION and not hdr & 0x80:
+                out = Extension(index, data[p:stop], bool(hdr & 4), 2, (hdr >> 4) & 7)
+            elif kind == _P.RESERVED:
+                yield Reserved(index, data[p:stop])
                 return
-            data = nxt_piece.data
-            n = len(data)
-            run_pos = [*nxt_piece.run_pos.tolist(), n + 1]
-            run_idx = nxt_piece.run_idx.tolist()
-            p = r = 0
-            nxt = run_pos[1]
-            continue
-        while nxt <= p:
-            r += 1
-            nxt = run_pos[r + 1]
-        index = run_idx[r] + p - run_pos[r]
-        hdr = data[p]
-        kind = headers[hdr]
-        out: ItmPacket | None = None
-        stop = p + 1
-        if kind == _P.SWIT or kind == _P.DWT:
-            stop = p + 1 + _PAYLOAD_SIZE[hdr & 3]
-            if stop <= n:
-                value = int.from_bytes(data[p + 1 : stop], "little")
-                cls = Swit if kind == _P.SWIT else Dwt
-                out = cls(index, data[p:stop], (hdr >> 3) & 0x1F, value, stop - p - 1)
-        elif kind == _P.TS_LOCAL and not hdr & 0x80:
-            out = LocalTs(index, data[p:stop], 0, (hdr >> 4) & 7, 1, True)
-        elif kind == _P.OVERFLOW:
-            out = Overflow(index, data[p:stop])
-        elif kind == _P.EXTENSION and not hdr & 0x80:
-            out = Extension(index, data[p:stop], bool(hdr & 4), 2, (hdr >> 4) & 7)
-        elif kind == _P.RESERVED:
-            yield Reserved(index, data[p:stop])
-            return
-        elif kind == _P.ASYNC:
-            i = p + 1
-            bad = False
-            while i < n and i < p + 5:
-                i += 1
-                if data[i - 1]:
-                    bad = True
-                    break
-            while not bad and i < n:
-                b = data[i]
-                i += 1
-                if b == 0x80:
-                    out = Async(index, data[p:i])
-                    break
-                if b:
-                    bad = True
-            if bad:
-                yield BadSequence(index, data[p:i], kind)
-                return
-            stop = i
-        else:
-            # Continuation bytes: bit 7 set while more follow, up to a limit.
-            limit = p + _CONT_LIMIT[kind]
-            i = p + 1
-            while i < limit and i < n and data[i] & 0x80:
-                i += 1
-            if i < limit and i < n:
-                stop = i + 1
-                raw = data[p:stop]
-                size = stop - p - 1
-                if kind == _P.TS_LOCAL:
-                    out = LocalTs(index, raw, (hdr >> 4) & 3, _cont_value(raw), size)
-                elif kind == _P.TS_GLOBAL_1:
-                    flags = 0
-                    if size == 4:
-                        # The reference moves the ClkCh and Wrap bits out of the last
-                        # byte, and prints the byte without them.
-                        flags = (raw[4] >> 5) & 3
-                        raw = raw[:4] + bytes([raw[4] & 0x1F])
-                    out = GlobalTs1(index, raw, flags, _cont_value(raw), size)
-                elif kind == _P.TS_GLOBAL_2:
-                    value = _cont_value(raw) & 0xFF_FFFF_FFFF  # 40 bits kept
-                    out = GlobalTs2(index, raw, value, size)
-                else:
-                    value = ((_cont_value(raw) << 3) | ((hdr >> 4) & 7)) & 0xFFFF_FFFF
-                    out = Extension(index, raw, bool(hdr & 4), _EXT_BITS[size], value)
-            elif i >= limit:
-                yield BadSequence(index, data[p:limit], kind)
-                return
+            elif kind == _P.ASYNC:
+                i = p + 1
+                bad = False
+                while i < n and i < p + 5:
+                    i += 1
+                    if data[i - 1]:
+                        bad = True
+                        break
+                while not bad and i < n:
+                    b = data[i]
+                    i += 1
+                    if b == 0x80:
+                        out = Async(index, data[p:i])
+                        break
+                    if b:
+                        bad = True
+                if bad:
+                    yield BadSequence(index, data[p:i], kind)
+                    return
+                stop = i
             else:
-                stop = n + 1
-        if out is None:
-            nxt_piece = next(pieces, None)
-            if nxt_piece is not None:
-                # The packet runs past this piece: extend it with the next one.
-                keep = data[p:]
-                data = keep + nxt_piece.data
-                run_idx = [index, *run_idx[r + 1 :], *nxt_piece.run_idx.tolist()]
-                run_pos = [
-                    0,
-                    *(x - p for x in run_pos[r + 1 : -1]),
-                    *(x + len(keep) for x in nxt_piece.run_pos.tolist()),
-                    len(data) + 1,
-                ]
-                n = len(data)
-                p = r = 0
-                nxt = run_pos[1]
-                continue
-            if complete:
+                # Continuation bytes: bit 7 set while more follow, up to a limit.
+                limit = p + _CONT_LIMIT[kind]
+                i = p + 1
+                while i < limit and i < n and data[i] & 0x80:
+                    i += 1
+                if i < limit and i < n:
+                    stop = i + 1
+                    raw = data[p:stop]
+                    size = stop - p - 1
+                    if kind == _P.TS_LOCAL:
+                        out = LocalTs(index, raw, (hdr >> 4) & 3, _cont_value(raw), size)
+                    elif kind == _P.TS_GLOBAL_1:
+                        flags = 0
+                        if size == 4:
+                            # The reference moves the ClkCh and Wrap bits out of the last
+                            # byte, and prints the byte without them.
+                            flags = (raw[4] >> 5) & 3
+                            raw = raw[:4] + bytes([raw[4] & 0x1F])
+                        out = GlobalTs1(index, raw, flags, _cont_value(raw), size)
+                    elif kind == _P.TS_GLOBAL_2:
+                        value = _cont_value(raw) & 0xFF_FFFF_FFFF  # 40 bits kept
+                        out = GlobalTs2(index, raw, value, size)
+                    else:
+                        value = ((_cont_value(raw) << 3) | ((hdr >> 4) & 7)) & 0xFFFF_FFFF
+                        out = Extension(index, raw, bool(hdr & 4), _EXT_BITS[size], value)
+                elif i >= limit:
+                    yield BadSequence(index, data[p:limit], kind)
+                    return
+                else:
+                    stop = n + 1
+            if out is None:
+                break  # the packet goes on past the window, or the stream ends inside it
+            yield out
+            p = stop
+        # The window is used up, or the packet at ``p`` is cut by its end: keep
+        # that packet's bytes and read it again, whole, with the next block.
+        if not win.advance(p):
+            if p < n and complete:
                 yield IncompleteEot(index, data[p:], kind)
             return
-        yield out
-        p = stop
+        data = win.data
+        n = len(data)
+        p = 0
+        cur = win.cursor()
+        base = cur.base
+        run_end = cur.limit

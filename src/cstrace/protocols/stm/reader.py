@@ -35,10 +35,11 @@ How the reference cuts the stream, reproduced here:
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from cstrace.capture.stream import Stream
+from cstrace.capture.window import BlockWindow
 from cstrace.protocols.stm.packets import (
     C8,
     C16,
@@ -226,40 +227,27 @@ READ_BLOCK = 1024
 formatter frames, these are the blocks its packet readers see."""
 
 
-def input_blocks(pieces: Iterable[Stream]) -> Iterator[tuple[Stream, int, int, bytes, bytes]]:
-    """The blocks the reference hands to a packet reader, from a stream's pieces.
+def input_blocks(win: BlockWindow, first: int, framed: bool) -> Iterator[tuple[int, int, int]]:
+    """The blocks the reference hands to a packet reader, in a window's bytes.
 
-    Formatted captures: the data of one trace ID in one frame (the stream's
-    runs). Unformatted (single-source) data: the lister's 1024-byte reads of the
-    buffer file, which may span pieces. Yields ``(piece, position of the block in
-    the piece, capture index, block, rest)``; for unformatted data, the position
-    is -1 and ``rest`` is the rest of the piece after the block.
+    Formatted captures: the data of one trace ID in one frame (a run of the
+    window). Unformatted (single-source) data: the lister's 1024-byte reads of
+    the buffer file, aligned on capture indices. Yields ``(start, end, capture
+    index)`` of each block from window position ``first``; the last one may go
+    on in the window's next block.
     """
-    carry = b""
-    carry_idx = 0
-    for piece in pieces:
-        if piece.trace_id is not None:
-            base = 0
-            for idx, data in piece.chunks():
-                yield piece, base, idx, data, b""
-                base += len(data)
-            continue
-        for idx, data in piece.chunks():
-            if carry:
-                data = carry + data
-                idx = carry_idx
-                carry = b""
-            start = 0
-            while start < len(data):
-                cut = start + READ_BLOCK - (idx + start) % READ_BLOCK
-                if cut > len(data):
-                    carry = data[start:]
-                    carry_idx = idx + start
-                    break
-                yield piece, -1, idx + start, data[start:cut], data[cut:]
-                start = cut
-    if carry:
-        yield Stream(None, b""), -1, carry_idx, carry, b""
+    n = len(win.data)
+    cur = win.cursor(first)
+    start = first
+    while start < n:
+        index = cur.at(start)
+        end = cur.limit if cur.limit < n else n
+        if not framed:
+            cut = start + READ_BLOCK - index % READ_BLOCK
+            if cut < end:
+                end = cut
+        yield start, end, index
+        start = end
 
 
 def iter_packets(
@@ -269,12 +257,16 @@ def iter_packets(
 
     ``complete`` is False when the capture was cut short: then a packet in
     progress at the end is dropped instead of flushed as INCOMPLETE_EOT.
+    The stream is read block by block through a
+    :class:`~cstrace.capture.window.BlockWindow`.
     """
+    win = BlockWindow(stream)
+    if not win.advance(0):
+        return
     sync = _SyncState()
-    pieces = iter(stream.blocks())
-    found = yield from _search_async(stream, pieces, sync)
-    if found is not None:
-        yield from _read_synced(found[0], found[1], pieces, sync, complete)
+    start = yield from _search_async(stream, win, sync)
+    if start >= 0:
+        yield from _read_synced(win, start, sync, complete)
 
 
 class _SyncState:
@@ -290,76 +282,86 @@ class _SyncState:
 
 
 def _search_async(
-    stream: Stream, pieces: Iterator[Stream], sync: _SyncState
-) -> Generator[StmPacket, None, tuple[Stream, int] | None]:
+    stream: Stream, win: BlockWindow, sync: _SyncState
+) -> Generator[StmPacket, None, int]:
     """Before the first ASYNC: NOTSYNC packets per block, then the ASYNC packet.
 
-    Returns the piece of the stream (one of its :meth:`~Stream.blocks`) and the
-    nibble of that piece where the first packet after ASYNC starts, or None when
-    the stream ends unsynchronised.
+    The search goes block by block (the reference's blocks, see
+    :func:`input_blocks`), computing indices inside a block from the block's
+    index as the reference does. The last block of a window may go on in the
+    next capture block: it is scanned with the next window. Returns the window
+    nibble where the first packet after ASYNC starts, or -1 when the stream
+    ends unsynchronised.
     """
     past = _PastBlock(stream)
+    framed = stream.trace_id is not None
     raw = bytearray()
     num_f = sync.num_f
     sync_start = sync.sync_start
     is_sync = sync.is_sync
     sync_index = sync.sync_index
     number = -1  # block number, in the stream
-    for piece, base, blk, block, rest in input_blocks(pieces):
-        number += 1
-        past.note(block)
-        nibs = [x for b in block for x in (b & 15, b >> 4)]
-        end = len(nibs)
-        k = 0  # next nibble of the block; bytes consumed = (k + 1) >> 1
-        while k < end:
-            # One pass of the reference's search (waitForSync).
-            start = (k + 1) >> 1
-            pkt_index = blk + start
-            nn = 22 if is_sync else num_f  # nibble counter (8 bits)
-            got = True
-            while not is_sync:
-                if k >= end:
-                    got = False
-                    break
-                nib = nibs[k]
-                k += 1
-                nn = (nn + 1) & 0xFF
-                if nib == 15:
-                    num_f = (num_f + 1) & 0xFF
-                    if not sync_start:
-                        sync_start = True
-                        sync_index = pkt_index + (((nn - 1) // 2) if nn else 0)
-                elif sync_start:
-                    if nib == 0 and num_f >= 21:
-                        is_sync = True
-                    else:
-                        num_f = 0
-                        sync_start = False
-            if nn == 0:
-                continue
-            if not got or nn > 22:
-                count = (nn - (22 if is_sync else num_f)) & 0xFF
-                count = (count >> 1) + (count & 1)
-                take = block[start : start + count]
-                raw += take
-                if len(take) < count:
-                    raw += past.read(number, block, count - len(take))
-                yield NotSync(pkt_index, bytes(raw))
-                raw.clear()
-                if k & 1:
-                    raw.append(block[k >> 1] & 0xF0)  # unused high nibble, as a byte
-                continue
-            raw += _ASYNC_RAW
-            yield Async(sync_index, bytes(raw))
-            sync.num_f = 0
-            sync.sync_start = False
-            sync.is_sync = False
-            sync.sync_index = sync_index
-            if piece.trace_id is not None:
-                return piece, 2 * base + k
-            # Unformatted: the rest of the stream goes on from this block.
-            return Stream(None, block[k >> 1 :] + rest, base=blk + (k >> 1)), k & 1
-    return None
+    while True:
+        data = win.data
+        n = len(data)
+        held = n  # bytes of the window done with: the rest is kept for the next one
+        for s, e, blk in input_blocks(win, 0, framed):
+            if e == n and not win.final:
+                held = s
+                break
+            block = data[s:e]
+            number += 1
+            past.note(block)
+            nibs = [x for b in block for x in (b & 15, b >> 4)]
+            end = len(nibs)
+            k = 0  # next nibble of the block; bytes consumed = (k + 1) >> 1
+            while k < end:
+                # One pass of the reference's search (waitForSync).
+                start = (k + 1) >> 1
+                pkt_index = blk + start
+                nn = 22 if is_sync else num_f  # nibble counter (8 bits)
+                got = True
+                while not is_sync:
+                    if k >= end:
+                        got = False
+                        break
+                    nib = nibs[k]
+                    k += 1
+                    nn = (nn + 1) & 0xFF
+                    if nib == 15:
+                        num_f = (num_f + 1) & 0xFF
+                        if not sync_start:
+                            sync_start = True
+                            sync_index = pkt_index + (((nn - 1) // 2) if nn else 0)
+                    elif sync_start:
+                        if nib == 0 and num_f >= 21:
+                            is_sync = True
+                        else:
+                            num_f = 0
+                            sync_start = False
+                if nn == 0:
+                    continue
+                if not got or nn > 22:
+                    count = (nn - (22 if is_sync else num_f)) & 0xFF
+                    count = (count >> 1) + (count & 1)
+                    take = block[start : start + count]
+                    raw += take
+                    if len(take) < count:
+                        raw += past.read(number, block, count - len(take))
+                    yield NotSync(pkt_index, bytes(raw))
+                    raw.clear()
+                    if k & 1:
+                        raw.append(block[k >> 1] & 0xF0)  # unused high nibble, as a byte
+                    continue
+                raw += _ASYNC_RAW
+                yield Async(sync_index, bytes(raw))
+                sync.num_f = 0
+                sync.sync_start = False
+                sync.is_sync = False
+                sync.sync_index = sync_index
+                return 2 * s + k
+        if not win.advance(held):
+            return -1
 
 
 # Stream bytes with their nibbles swapped, so that ``hex()`` lists nibbles in protocol order.
@@ -454,23 +456,24 @@ def _detect(num_f: int, sync_start: bool, is_sync: bool, span: str) -> tuple[int
 
 
 def _read_synced(
-    piece: Stream, start: int, pieces: Iterator[Stream], sync: _SyncState, complete: bool
+    win: BlockWindow, start: int, sync: _SyncState, complete: bool
 ) -> Iterator[StmPacket]:
-    """After the first ASYNC: packets one at a time from nibble ``start`` of ``piece``.
+    """After the first ASYNC: packets one at a time from nibble ``start`` of the window.
 
     Once synchronised, block boundaries only matter for packet indices (the
-    block index plus the bytes of the block consumed), so the stream is read as
-    one nibble string: the current piece, extended with the next one when a
-    packet runs past its end. The ASYNC detector, which only matters when an
+    block index plus the bytes of the block consumed), so the window is read as
+    one nibble string; a packet cut by the end of the window is read again,
+    whole, with the next one. The ASYNC detector, which only matters when an
     ASYNC opcode comes, is brought up to date lazily.
     """
-    data = piece.data
-    rpos = [*piece.run_pos.tolist(), len(data) + 1]
-    ridx = piece.run_idx.tolist()
+    data = win.data
     hx = data.translate(_SWAP).hex()
     end = len(hx)
-    r = 0  # run of the byte holding the current packet's first nibble
-    nxt = rpos[1]
+    # Capture indices come from the cursor: inside its current run the index of
+    # byte q is base + q, up to byte run_end.
+    cur = win.cursor(start >> 1)
+    base = cur.base
+    run_end = cur.limit
 
     detector = (sync.num_f, sync.sync_start, sync.is_sync)
     det = start  # nibble up to which ``detector`` is up to date
@@ -483,178 +486,161 @@ def _read_synced(
     high = _HIGH
 
     at = start
+    pkt_index = 0
+    spec: _Spec | None = None
     while True:
-        if at >= end:
-            # The piece is used up: go on with the next one.
-            nxt_piece = next(pieces, None)
-            if nxt_piece is None:
-                return
-            detector = _detect(*detector, hx[det:at])
-            data = nxt_piece.data
-            rpos = [*nxt_piece.run_pos.tolist(), len(data) + 1]
-            ridx = nxt_piece.run_idx.tolist()
-            hx = data.translate(_SWAP).hex()
-            end = len(hx)
-            at = det = r = 0
-            nxt = rpos[1]
-            continue
-        q = at >> 1
-        while nxt <= q:
-            r += 1
-            nxt = rpos[r + 1]
-        first = (at + 1) >> 1  # first byte the packet reads from the stream
-        pkt_index = ridx[r] + first - rpos[r]
-        k = at
-        out: StmPacket | None = None
-        fatal = False
-        stop = -1  # window nibble after the packet's last one
+        while at < end:
+            q = at >> 1
+            if q >= run_end:
+                cur.at(q)
+                base = cur.base
+                run_end = cur.limit
+            # The reference's index: the block's index plus the bytes of the block
+            # consumed, so a packet starting in a high nibble gets the next byte's.
+            first = (at + 1) >> 1  # first byte the packet reads from the stream
+            pkt_index = base + first
+            k = at
+            out: StmPacket | None = None
+            fatal = False
+            stop = -1  # window nibble after the packet's last one
 
-        spec = specs.get(hx[k : k + 3])
-        if spec is None and k + 3 > end:
-            spec = _SPECS.get(hx[k : k + 1]) or _SPECS.get(hx[k : k + 2])
-        if spec is not None:
-            action, h, d, stamped, marker, kind, emit, bits = spec
-            if action == ACT_PACKET:
-                cur_type = kind
-                stop = d_end = k + h + d
-                tslen = 0
-                if stamped:
-                    if d_end >= end:
-                        stop = end + 1
-                    else:
-                        tslen = tslens[hx[d_end]]
-                        stop = d_end + 1 + tslen if tslen >= 0 else d_end + 1
-                if stop <= end:
-                    val = int(hx[k + h : d_end], 16) if d else 0
-                    stamp: int | None = None
-                    tbits = 0
-                    if tslen < 0:
-                        out = BadSequence(pkt_index, b"", kind, marker)
-                        fatal = True
-                    elif stamped:
-                        tbits = tslen * 4
-                        mask = (1 << tbits) - 1
-                        update = int(hx[d_end + 1 : stop], 16) if tslen else 0
-                        if ts_type == 3:
-                            ts = (ts & ~mask) | (update & mask)
-                        elif ts_type == 4:
-                            ts = gray_to_bin((bin_to_gray(ts) & ~mask) | (update & mask))
+            spec = specs.get(hx[k : k + 3])
+            if spec is None and k + 3 > end:
+                spec = _SPECS.get(hx[k : k + 1]) or _SPECS.get(hx[k : k + 2])
+            if spec is not None:
+                action, h, d, stamped, marker, kind, emit, bits = spec
+                if action == ACT_PACKET:
+                    cur_type = kind
+                    stop = d_end = k + h + d
+                    tslen = 0
+                    if stamped:
+                        if d_end >= end:
+                            stop = end + 1
                         else:
+                            tslen = tslens[hx[d_end]]
+                            stop = d_end + 1 + tslen if tslen >= 0 else d_end + 1
+                    if stop <= end:
+                        val = int(hx[k + h : d_end], 16) if d else 0
+                        stamp: int | None = None
+                        tbits = 0
+                        if tslen < 0:
                             out = BadSequence(pkt_index, b"", kind, marker)
                             fatal = True
-                        stamp = ts
-                    if out is None:
-                        if emit == 0:
-                            out = Data(pkt_index, b"", bits, val, marker, stamp, tbits)
-                        elif emit == 1:
+                        elif stamped:
+                            tbits = tslen * 4
+                            mask = (1 << tbits) - 1
+                            update = int(hx[d_end + 1 : stop], 16) if tslen else 0
+                            if ts_type == 3:
+                                ts = (ts & ~mask) | (update & mask)
+                            elif ts_type == 4:
+                                ts = gray_to_bin((bin_to_gray(ts) & ~mask) | (update & mask))
+                            else:
+                                out = BadSequence(pkt_index, b"", kind, marker)
+                                fatal = True
+                            stamp = ts
+                        if out is None:
+                            if emit == 0:
+                                out = Data(pkt_index, b"", bits, val, marker, stamp, tbits)
+                            elif emit == 1:
+                                channel = 0
+                                out = M8(pkt_index, b"", val)
+                            elif emit == 2:
+                                channel = (channel & 0xFF00) | val
+                                out = C8(pkt_index, b"", channel)
+                            elif emit == 3:
+                                channel = val
+                                out = C16(pkt_index, b"", val)
+                            elif emit == 4:
+                                channel = 0
+                                out = MErr(pkt_index, b"", val)
+                            elif emit == 5:
+                                channel = 0
+                                out = GErr(pkt_index, b"", val)
+                            elif emit == 6:
+                                out = Flag(pkt_index, b"", stamp, tbits)
+                            elif emit == 7:
+                                out = Trig(pkt_index, b"", val, stamp, tbits)
+                            elif emit == 8:
+                                out = Freq(pkt_index, b"", val)
+                            else:
+                                out = Null(pkt_index, b"", stamp, tbits)
+                elif action == ACT_VERSION:
+                    cur_type = _P.VERSION
+                    if k + 3 < end:
+                        stop = k + 4
+                        v = _HEX[hx[k + 3]]
+                        if v == 3 or v == 4:
+                            ts_type = v
                             channel = 0
-                            out = M8(pkt_index, b"", val)
-                        elif emit == 2:
-                            channel = (channel & 0xFF00) | val
-                            out = C8(pkt_index, b"", channel)
-                        elif emit == 3:
-                            channel = val
-                            out = C16(pkt_index, b"", val)
-                        elif emit == 4:
-                            channel = 0
-                            out = MErr(pkt_index, b"", val)
-                        elif emit == 5:
-                            channel = 0
-                            out = GErr(pkt_index, b"", val)
-                        elif emit == 6:
-                            out = Flag(pkt_index, b"", stamp, tbits)
-                        elif emit == 7:
-                            out = Trig(pkt_index, b"", val, stamp, tbits)
-                        elif emit == 8:
-                            out = Freq(pkt_index, b"", val)
+                            out = Version(pkt_index, b"", v)
                         else:
-                            out = Null(pkt_index, b"", stamp, tbits)
-            elif action == ACT_VERSION:
-                cur_type = _P.VERSION
-                if k + 3 < end:
-                    stop = k + 4
-                    v = _HEX[hx[k + 3]]
-                    if v == 3 or v == 4:
-                        ts_type = v
-                        channel = 0
-                        out = Version(pkt_index, b"", v)
-                    else:
-                        out = BadSequence(pkt_index, b"", cur_type)
-                        fatal = True
-            elif action == ACT_RESERVED:
-                cur_type = _P.RESERVED
-                stop = k + h
-                opcode = 0xF | _HEX[hx[k + h - 1]] << (4 * (h - 1)) if h > 1 else _HEX[hx[k]]
-                out = Reserved(pkt_index, b"", opcode)
-                fatal = True
-            else:
-                # ASYNC: F nibbles until the detector fires; any other nibble first is an error.
-                detector = _detect(*detector, hx[det:k])
-                det = at
-                num_f, sync_start, is_sync = detector
-                i = k
-                while i < end:
-                    ch = hx[i]
-                    i += 1
-                    if ch == "f":
-                        num_f = (num_f + 1) & 0xFF
-                        sync_start = True
-                    elif sync_start:
-                        if ch == "0" and num_f >= 21:
-                            is_sync = True
-                        else:
-                            num_f = 0
-                            sync_start = False
-                            is_sync = False
-                    if i - k > 2:
-                        if is_sync:
-                            cur_type = _P.ASYNC
-                            out = Async(pkt_index, b"")
-                            stop = i
-                            detector = (0, False, False)
-                            det = stop
-                            break
-                        if not sync_start:
                             out = BadSequence(pkt_index, b"", cur_type)
                             fatal = True
-                            stop = i
-                            break
+                elif action == ACT_RESERVED:
+                    cur_type = _P.RESERVED
+                    stop = k + h
+                    opcode = 0xF | _HEX[hx[k + h - 1]] << (4 * (h - 1)) if h > 1 else _HEX[hx[k]]
+                    out = Reserved(pkt_index, b"", opcode)
+                    fatal = True
+                else:
+                    # ASYNC: F nibbles until the detector fires; any other nibble first is an error.
+                    detector = _detect(*detector, hx[det:k])
+                    det = at
+                    num_f, sync_start, is_sync = detector
+                    i = k
+                    while i < end:
+                        ch = hx[i]
+                        i += 1
+                        if ch == "f":
+                            num_f = (num_f + 1) & 0xFF
+                            sync_start = True
+                        elif sync_start:
+                            if ch == "0" and num_f >= 21:
+                                is_sync = True
+                            else:
+                                num_f = 0
+                                sync_start = False
+                                is_sync = False
+                        if i - k > 2:
+                            if is_sync:
+                                cur_type = _P.ASYNC
+                                out = Async(pkt_index, b"")
+                                stop = i
+                                detector = (0, False, False)
+                                det = stop
+                                break
+                            if not sync_start:
+                                out = BadSequence(pkt_index, b"", cur_type)
+                                fatal = True
+                                stop = i
+                                break
 
-        if out is None:
-            # The packet does not end in this piece: extend it with the next one,
-            # dropping what was read; or the stream ended inside the packet.
-            nxt_piece = next(pieces, None)
-            if nxt_piece is not None:
-                detector = _detect(*detector, hx[det:at])
-                keep = data[q:]
-                data = keep + nxt_piece.data
-                ridx = [ridx[r] + q - rpos[r], *ridx[r + 1 :], *nxt_piece.run_idx.tolist()]
-                rpos = [
-                    0,
-                    *(p - q for p in rpos[r + 1 : -1]),
-                    *(p + len(keep) for p in nxt_piece.run_pos.tolist()),
-                    len(data) + 1,
-                ]
-                hx = data.translate(_SWAP).hex()
-                end = len(hx)
-                at -= 2 * q
-                det = at
-                r = 0
-                nxt = rpos[1]
-                continue
-            if complete:
-                raw = data[first:]
-                if at & 1:
-                    raw = high[data[q]] + raw
-                marker = spec is not None and spec[0] == ACT_PACKET and spec[4]
-                yield IncompleteEot(pkt_index, raw, cur_type, marker)
-            return
-
-        raw = data[first : (stop + 1) >> 1]
+            if out is None:
+                break  # the packet goes on past the window, or the stream ends inside it
+            raw = data[first : (stop + 1) >> 1]
+            if at & 1:
+                raw = high[data[q]] + raw
+            out.raw = raw
+            yield out
+            if fatal:
+                return
+            at = stop
+        # The window is used up, or the packet at ``at`` is cut by its end: keep
+        # that packet's bytes and read it again, whole, with the next block.
+        detector = _detect(*detector, hx[det:at])
+        if not win.advance(at >> 1):
+            break
+        data = win.data
+        hx = data.translate(_SWAP).hex()
+        end = len(hx)
+        at &= 1
+        det = at
+        cur = win.cursor()
+        base = cur.base
+        run_end = cur.limit
+    if at < end and complete:
+        raw = data[(at + 1) >> 1 :]
         if at & 1:
-            raw = high[data[q]] + raw
-        out.raw = raw
-        yield out
-        if fatal:
-            return
-        at = stop
+            raw = high[data[at >> 1]] + raw
+        marker = spec is not None and spec[0] == ACT_PACKET and spec[4]
+        yield IncompleteEot(pkt_index, raw, cur_type, marker)
