@@ -40,6 +40,21 @@ from typing import Any
 
 from cstrace.capture.stream import Stream
 from cstrace.capture.window import BlockWindow
+from cstrace.protocols.stm.opcodes import (
+    ACT_PACKET,
+    ACT_PREFIX_F,
+    ACT_PREFIX_F0,
+    ACT_RESERVED,
+    ACT_VERSION,
+    OPCODES_1N,
+    OPCODES_2N,
+    OPCODES_3N,
+    TABLE_1N,
+    TABLE_2N,
+    TABLE_3N,
+    TS_NIBBLES,
+    OpRow,
+)
 from cstrace.protocols.stm.packets import (
     C8,
     C16,
@@ -73,95 +88,9 @@ __all__ = [
     "iter_packets",
 ]
 
-# Actions of an opcode row.
-ACT_PACKET = 0  # fixed number of payload nibbles, then an optional timestamp
-ACT_PREFIX_F = 1  # opcode continues with a second nibble (Fn)
-ACT_PREFIX_F0 = 2  # opcode continues with a third nibble (F0n)
-ACT_ASYNC = 3  # F nibbles up to the terminating 0
-ACT_VERSION = 4  # one nibble: the protocol version
-ACT_RESERVED = 5  # not used by CoreSight STM
-
-# An opcode row: (opcode nibble, spec name, packet type, action, payload nibbles,
-# marker, timestamp).
-OpRow = tuple[int, str, StmPktType, int, int, bool, bool]
-
 _P = StmPktType
 
-# STPv2 one-nibble opcodes (MIPI STPv2 opcode table; CoreSight STM-500 TRM,
-# table "STPv2 packets"), in opcode order.
-OPCODES_1N: tuple[OpRow, ...] = (
-    (0x0, "NULL", _P.NULL, ACT_PACKET, 0, False, False),
-    (0x1, "M8", _P.M8, ACT_PACKET, 2, False, False),
-    (0x2, "MERR", _P.MERR, ACT_PACKET, 2, False, False),
-    (0x3, "C8", _P.C8, ACT_PACKET, 2, False, False),
-    (0x4, "D8", _P.D8, ACT_PACKET, 2, False, False),
-    (0x5, "D16", _P.D16, ACT_PACKET, 4, False, False),
-    (0x6, "D32", _P.D32, ACT_PACKET, 8, False, False),
-    (0x7, "D64", _P.D64, ACT_PACKET, 16, False, False),
-    (0x8, "D8MTS", _P.D8, ACT_PACKET, 2, True, True),
-    (0x9, "D16MTS", _P.D16, ACT_PACKET, 4, True, True),
-    (0xA, "D32MTS", _P.D32, ACT_PACKET, 8, True, True),
-    (0xB, "D64MTS", _P.D64, ACT_PACKET, 16, True, True),
-    (0xC, "D4", _P.D4, ACT_PACKET, 1, False, False),
-    (0xD, "D4MTS", _P.D4, ACT_PACKET, 1, True, True),
-    (0xE, "FLAG_TS", _P.FLAG, ACT_PACKET, 0, False, True),
-    (0xF, "(Fn)", _P.NO_ERR_TYPE, ACT_PREFIX_F, 0, False, False),
-)
-
-# STPv2 two-nibble opcodes Fn.
-OPCODES_2N: tuple[OpRow, ...] = (
-    (0x0, "(F0n)", _P.NO_ERR_TYPE, ACT_PREFIX_F0, 0, False, False),
-    (0x1, "(reserved F1)", _P.RESERVED, ACT_RESERVED, 0, False, False),
-    (0x2, "GERR", _P.GERR, ACT_PACKET, 2, False, False),
-    (0x3, "C16", _P.C16, ACT_PACKET, 4, False, False),
-    (0x4, "D8TS", _P.D8, ACT_PACKET, 2, False, True),
-    (0x5, "D16TS", _P.D16, ACT_PACKET, 4, False, True),
-    (0x6, "D32TS", _P.D32, ACT_PACKET, 8, False, True),
-    (0x7, "D64TS", _P.D64, ACT_PACKET, 16, False, True),
-    (0x8, "D8M", _P.D8, ACT_PACKET, 2, True, False),
-    (0x9, "D16M", _P.D16, ACT_PACKET, 4, True, False),
-    (0xA, "D32M", _P.D32, ACT_PACKET, 8, True, False),
-    (0xB, "D64M", _P.D64, ACT_PACKET, 16, True, False),
-    (0xC, "D4TS", _P.D4, ACT_PACKET, 1, False, True),
-    (0xD, "D4M", _P.D4, ACT_PACKET, 1, True, False),
-    (0xE, "FLAG", _P.FLAG, ACT_PACKET, 0, False, False),
-    (0xF, "ASYNC", _P.ASYNC, ACT_ASYNC, 0, False, False),
-)
-
-# STPv2 three-nibble opcodes F0n. USER, TIME, FREQ_TS and XSYNC (F02-F05, F09-)
-# are not emitted by CoreSight STM; like the reference, they are reserved here.
-OPCODES_3N: tuple[OpRow, ...] = (
-    (0x0, "VERSION", _P.VERSION, ACT_VERSION, 0, False, False),
-    (0x1, "NULL_TS", _P.NULL, ACT_PACKET, 0, False, True),
-    *((n, f"(reserved F0{n:X})", _P.RESERVED, ACT_RESERVED, 0, False, False) for n in (2, 3, 4, 5)),
-    (0x6, "TRIG", _P.TRIG, ACT_PACKET, 2, False, False),
-    (0x7, "TRIG_TS", _P.TRIG, ACT_PACKET, 2, False, True),
-    (0x8, "FREQ", _P.FREQ, ACT_PACKET, 8, False, False),
-    *(
-        (n, f"(reserved F0{n:X})", _P.RESERVED, ACT_RESERVED, 0, False, False)
-        for n in range(0x9, 0x10)
-    ),
-)
-
-
-def _table(rows: tuple[OpRow, ...]) -> tuple[OpRow, ...]:
-    """Index rows by opcode nibble (every nibble exactly once)."""
-    table: list[OpRow | None] = [None] * 16
-    for row in rows:
-        if table[row[0]] is not None:
-            raise ValueError(f"opcode {row[0]:X} defined twice")
-        table[row[0]] = row
-    if any(r is None for r in table):
-        raise ValueError("opcode table does not cover every nibble")
-    return tuple(r for r in table if r is not None)
-
-
-_T1 = _table(OPCODES_1N)
-_T2 = _table(OPCODES_2N)
-_T3 = _table(OPCODES_3N)
-
 _ASYNC_RAW = b"\xff" * 10 + b"\x0f"
-_TS_NIBBLES = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, -1)
 _DATA_BITS = {_P.D4: 4, _P.D8: 8, _P.D16: 16, _P.D32: 32, _P.D64: 64}
 
 
@@ -367,7 +296,7 @@ def _search_async(
 # Stream bytes with their nibbles swapped, so that ``hex()`` lists nibbles in protocol order.
 _SWAP = bytes(((b & 15) << 4) | (b >> 4) for b in range(256))
 _HEX = {c: int(c, 16) for c in "0123456789abcdef"}
-_TSLEN = {f"{n:x}": length for n, length in enumerate(_TS_NIBBLES)}
+_TSLEN = {f"{n:x}": length for n, length in enumerate(TS_NIBBLES)}
 _F21 = "f" * 21
 
 # What the synchronised reader builds for each packet type.
@@ -395,7 +324,7 @@ _Spec = tuple[int, int, int, bool, bool, StmPktType, int, int]
 
 def _specs() -> dict[str, _Spec]:
     out: dict[str, _Spec] = {}
-    for prefix, rows in (("", _T1), ("f", _T2), ("f0", _T3)):
+    for prefix, rows in (("", TABLE_1N), ("f", TABLE_2N), ("f0", TABLE_3N)):
         for n, (_code, _name, kind, action, nibs, marker, stamped) in enumerate(rows):
             if action in (ACT_PREFIX_F, ACT_PREFIX_F0):
                 continue
