@@ -185,10 +185,9 @@ class IndexCursor:
     def _find(self, p: int) -> int:
         """:meth:`at` for a position outside the current and the next run."""
         rp = self._pos
-        k = self._k if p >= rp[self._k] else 0
         n = len(rp)
-        while k + 1 < n and rp[k + 1] <= p:
-            k += 1
+        # The last run starting at or before p (the first run for a p before it).
+        k = max(bisect_right(rp, p, self._k if p >= rp[self._k] else 0) - 1, 0)
         self._k = k
         self.base = self._idx[k] - rp[k]
         self.limit = rp[k + 1] if k + 1 < n else self._end + 1
