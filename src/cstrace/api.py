@@ -68,15 +68,20 @@ def iter_elements(
     buffers: Sequence[str] | None = None,
     *,
     src_addr_n: bool = False,
+    decode_before_sync: bool = True,
 ) -> Iterator[tuple[int, Element]]:
     """Decode ``trace`` and yield ``(trace ID, element)`` for every element.
 
     ``buffers`` names the trace buffers to decode, in order (default: all, in
     trace.ini order). Each trace ID's elements come in the order they were
-    decoded; trace IDs follow one another.
+    decoded; trace IDs follow one another. ``decode_before_sync`` (ITM and
+    STM): decode what comes before the first synchronisation packet where
+    packet boundaries can be told from the bytes; False waits for
+    synchronisation, as the reference decoder does.
     """
     opened = trace if isinstance(trace, Trace) else open_trace(trace)
-    session = Session(opened, DecodeOptions(src_addr_n=src_addr_n))
+    options = DecodeOptions(src_addr_n=src_addr_n, decode_before_sync=decode_before_sync)
+    session = Session(opened, options)
     names = list(buffers) if buffers is not None else [b.name for b in opened.buffers]
     for name in names:
         for run in session.open_buffer(opened.buffer(name)).runs:

@@ -223,6 +223,13 @@ def _build_parser() -> argparse.ArgumentParser:
         help="ETE: split source-address instruction ranges at N atoms",
     )
     dec.add_argument(
+        "--before-sync",
+        choices=("decode", "wait"),
+        help="ITM and STM: decode the packets before the first synchronisation packet where "
+        "packet boundaries can be told from the bytes (decode), or wait for synchronisation "
+        "as OpenCSD does (wait). Default: wait with --format ocsd, decode otherwise",
+    )
+    dec.add_argument(
         "--etmcr",
         type=lambda t: int(t, 0),
         metavar="VALUE",
@@ -274,14 +281,19 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _options(args: argparse.Namespace) -> DecodeOptions:
-    """Decode options from the command line: ``--src-addr-n``, ``--etmcr``, ``--start-pc``."""
+    """Decode options from the command line: ``--src-addr-n``, ``--etmcr``, ``--start-pc``,
+    ``--before-sync`` (by default, the OpenCSD listing waits for synchronisation as the
+    reference does, and the other formats decode what comes before it)."""
     overrides: dict[str, dict[str, int]] = {}
     if args.etmcr is not None:
         overrides["etmv1"] = {"ETMCR": args.etmcr}
         overrides["etmv2"] = {"ETMCR": args.etmcr}
     if args.start_pc is not None:
         overrides["xscale"] = {"START_PC": args.start_pc}
-    return DecodeOptions(src_addr_n=args.src_addr_n, overrides=overrides)
+    before = args.before_sync or ("wait" if args.format == "ocsd" else "decode")
+    return DecodeOptions(
+        src_addr_n=args.src_addr_n, overrides=overrides, decode_before_sync=before == "decode"
+    )
 
 
 def _lines(

@@ -184,6 +184,8 @@ class Session:
                     )
                 )
                 continue
+            if proto.with_options is not None:
+                config = proto.with_options(config, self.options)
             configured.append((source, proto, config, int(config.trace_id)))
         return configured
 

@@ -101,6 +101,8 @@ class DiagCode(IntEnum):
     says precisely what happened.
     """
 
+    NONE = 0x00
+    """Not an error: a note on how the trace was decoded (decoding before synchronisation)."""
     NOT_INIT = 0x03
     """The decoder has no usable configuration for this trace."""
     BAD_PACKET_SEQ = 0x13
@@ -145,6 +147,14 @@ class DiagKind(IntEnum):
     """A packet out of sequence; ``detail`` is the packet type number."""
     DATA_TRACE = 11
     """Data trace packets, which the decoder does not decode; ``detail`` is the packet type."""
+    UNSYNCED_START = 12
+    """ITM and STM: packets decoded before any synchronisation packet, from ``offset``
+    on; ``detail`` is the capture index of the first unambiguous packet boundary (every
+    reading of the start of the stream agrees from there)."""
+    UNSYNCED_AMBIGUOUS = 13
+    """ITM: packets decoded before any synchronisation packet, from ``offset`` on, with no
+    unambiguous packet boundary found near the start (readings of the stream that begin at
+    different bytes do not meet); ``detail`` is 0."""
 
 
 class IssueKind(IntEnum):

@@ -33,7 +33,8 @@ def listing(corpus: Path, name: str) -> list[str]:
         buffers = [b.name for b in snap.buffers]
     else:
         buffers = [using_buffer(corpus / "expected" / f"{name}.ppl.xz")]
-    session = Session(snap, DecodeOptions(src_addr_n=(variant == "src_addr_n")))
+    options = DecodeOptions(src_addr_n=(variant == "src_addr_n"), decode_before_sync=False)
+    session = Session(snap, options)
     lines: list[str] = []
     for bname in buffers:
         decoded = session.open_buffer(snap.buffer(bname))

@@ -36,7 +36,7 @@ MAX_LINES = 50_000
 
 
 def listing(snap: Trace, src_addr_n: bool = False) -> list[str]:
-    session = Session(snap, DecodeOptions(src_addr_n=src_addr_n))
+    session = Session(snap, DecodeOptions(src_addr_n=src_addr_n, decode_before_sync=False))
 
     def lines() -> object:
         for b in snap.buffers:

@@ -14,6 +14,7 @@ from cstrace.cli import main
 from cstrace.elements import Isa
 from cstrace.inputs.detect import detect_capture, identify_stream
 from cstrace.protocols.ptm.encoder import encode_async, encode_atoms, encode_isync
+from tests.unit.test_itm_unsynced import DATA as ITM_DATA
 
 ETM4_ASYNC = bytes(11) + b"\x80"
 STP_ASYNC = b"\xff" * 10 + b"\x0f"
@@ -77,6 +78,36 @@ def test_protocol_from_sync_packets(data: bytes, family: str) -> None:
 def test_no_sync_means_unknown() -> None:
     g = identify_stream(bytes(range(1, 200)))
     assert g.family is None and g.confidence == 0.0 and g.protocol == "unknown"
+
+
+def itm_without_sync(cut: int = 3) -> bytes:
+    return ITM_DATA[cut:]
+
+
+@pytest.mark.parametrize("cut", [0, 1, 4])
+def test_itm_without_sync_by_its_grammar(cut: int) -> None:
+    g = identify_stream(itm_without_sync(cut), 0x01)
+    assert g.family == "itm", g.evidence
+    assert g.confidence >= 0.8 and g.syncs == 0
+    assert "grammar" in g.evidence
+
+
+def test_random_bytes_are_not_itm() -> None:
+    rng = random.Random(11)
+    for n in (64, 100, 200, 400, 1000, 4096):
+        for _ in range(40):
+            data = bytes(rng.randrange(256) for _ in range(n))
+            assert identify_stream(data).family is None, data.hex()
+
+
+def test_formatted_capture_with_itm_without_sync() -> None:
+    swo = itm_without_sync()
+    data = format_frames(
+        [(0x02, etmv3_stream()), *((0x01, swo[i : i + 40]) for i in range(0, len(swo), 40))]
+    )
+    guess = detect_capture(data)
+    assert guess.format == "coresight"
+    assert {(s.trace_id, s.family) for s in guess.identified} == {(0x01, "itm"), (0x02, "etm3")}
 
 
 def test_single_source_capture() -> None:

@@ -21,6 +21,14 @@ Protocols are told apart by their synchronisation sequences:
   address, IHI0014Q §7.10.5): the interpretation under which successive I-sync
   addresses agree in their top byte and whose information bytes look right wins.
 
+A stream with no synchronisation sequence at all can still be ITM: software
+trace often runs without ITM sync packets (SWO captures of Cortex-M). ITM is
+then recognised by its packet grammar (:mod:`cstrace.protocols.itm.boundary`):
+read from its decode start, nearly every byte of random or other trace meets a
+reserved header or an impossible packet within a few dozen packets, while ITM
+reads cleanly to the end. STM without ASYNC is not recognised this way: nearly
+every nibble string is valid STPv2.
+
 This is evidence, not proof: options (``--protocol``, ``--capture-format``)
 override it.
 """
@@ -32,6 +40,7 @@ from dataclasses import dataclass, field
 
 from cstrace.capture import Stream, demux
 from cstrace.protocols import find_protocol
+from cstrace.protocols.itm import boundary as itm_boundary
 
 __all__ = [
     "PROTOCOL_NAMES",
@@ -219,6 +228,9 @@ def identify_stream(data: bytes, trace_id: int | None = None) -> StreamGuess:
             trace_id, size, "stm", conf, f"{len(stp)} STPv2 ASYNC sequence(s)", len(stp)
         )
     if not short:
+        itm = _itm_without_sync(view, trace_id, size)
+        if itm is not None:
+            return itm
         return StreamGuess(trace_id, size, None, 0.0, "no synchronisation sequence found", 0)
 
     first = short[0] - 6
@@ -254,6 +266,37 @@ def identify_stream(data: bytes, trace_id: int | None = None) -> StreamGuess:
         ev += f"; packets parse cleanly as PTM {ptm_fit:.0%}, as ETMv3 {e3_fit:.0%}"
     ev += f"; votes PTM {ptm:.2f} / ETMv3 {e3:.2f}"
     return StreamGuess(trace_id, size, family, conf, ev, n)
+
+
+_GRAMMAR_BYTES = 1 << 16
+"""Bytes of a stream without sync read with the ITM grammar."""
+
+
+def _itm_without_sync(data: bytes, trace_id: int | None, size: int) -> StreamGuess | None:
+    """ITM recognised by its packet grammar alone (no sync in ``data``), or None.
+
+    Read from its decode start (at most :data:`~cstrace.protocols.itm.boundary.SPAN`
+    bytes in), at least 48 packets must read validly, covering 95% of the bytes,
+    with at most one invalid packet per 256 valid ones. (A random byte is an
+    invalid ITM header about one time in ten, so random data reads 48 clean
+    packets in a row about once in 200 tries.) Confidence grows with the number
+    of packets, up to 0.9 from 256 on.
+    """
+    sample = data[:_GRAMMAR_BYTES]
+    start, good, bad, covered = itm_boundary.scan(sample)
+    fit = covered / len(sample) if sample else 0.0
+    if good < 48 or start >= itm_boundary.SPAN or fit < 0.95 or bad * 256 > good:
+        return None
+    conf = 0.5 + 0.4 * min(1.0, good / 256) * fit
+    if bad:
+        conf -= 0.1
+    ev = (
+        f"no synchronisation sequence; {good} packets read as ITM by their grammar "
+        f"from byte {start}, covering {fit:.0%} of the data"
+    )
+    if bad:
+        ev += f", {bad} invalid"
+    return StreamGuess(trace_id, size, "itm", round(conf, 2), ev, 0)
 
 
 _TRIAL_BYTES = 1 << 14

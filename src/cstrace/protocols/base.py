@@ -14,7 +14,11 @@ Each protocol package (``cstrace.protocols.<name>``) exports ``PROTOCOL``, a
 ``iter_packets(stream, config, complete)``
     the bytes of one trace ID → packets (each with ``offset`` and ``raw``);
 ``iter_elements(packets, config, context)``
-    packets → generic elements (:mod:`cstrace.elements`).
+    packets → generic elements (:mod:`cstrace.elements`);
+``with_options(config, options)`` (optional)
+    the configuration with the :class:`DecodeOptions` that change how the
+    protocol reads its packets applied (ITM and STM: ``decode_before_sync``);
+    the session calls it after ``from_registers``.
 
 ``complete`` is False when the capture was cut short by a fatal framing error:
 the reader and decoder then stop without end-of-trace processing, as the
@@ -98,6 +102,12 @@ class DecodeOptions:
     overrides: dict[str, dict[str, int]] = field(default_factory=dict)
     """Register values that replace the sources' own, per protocol name
     (``{"etmv1": {"ETMCR": 0x1000}}``): the command line's ``--etmcr`` and ``--start-pc``."""
+    decode_before_sync: bool = True
+    """ITM and STM: decode the packets that come before the first synchronisation
+    packet, where packet boundaries can be told from the bytes (True), or wait for
+    synchronisation as the reference decoder does (False: what ``--format ocsd``
+    uses, so that its listing diffs with the reference's). docs/protocols.md gives
+    the rule that finds the first boundary."""
 
 
 @dataclass
@@ -130,3 +140,5 @@ class ProtocolSpec:
     iter_packets: Callable[[Stream, Any, bool], Iterator[Packet]]
     iter_elements: Callable[[Iterable[Packet], Any, DecodeContext], Iterator[Element]]
     uses_memory: bool = False
+    with_options: Callable[[Any, DecodeOptions], Any] | None = None
+    """The configuration with the decode options that concern the reader applied, if any."""

@@ -183,6 +183,8 @@ _DIAG_TEXT = {
     DiagKind.UNSUPPORTED_ISA: "code in an instruction set the decoder cannot follow",
     DiagKind.BAD_SEQUENCE: "bad packet sequence",
     DiagKind.DATA_TRACE: "data trace packet, not decoded",
+    DiagKind.UNSYNCED_START: "decoded before any synchronisation packet",
+    DiagKind.UNSYNCED_AMBIGUOUS: "decoded before any synchronisation packet",
 }
 
 
@@ -190,6 +192,10 @@ def _diagnostic(e: Diagnostic) -> str:
     text = f"{e.severity.name.lower()}: {_DIAG_TEXT.get(e.kind, e.kind.name.lower())}"
     if e.kind in (DiagKind.BAD_PACKET, DiagKind.BAD_SEQUENCE, DiagKind.DATA_TRACE) and e.detail:
         text += f" (packet type {e.detail:#x})"
+    elif e.kind == DiagKind.UNSYNCED_START:
+        text += f"; packet boundaries certain from index {e.detail}"
+    elif e.kind == DiagKind.UNSYNCED_AMBIGUOUS:
+        text += "; packet boundaries uncertain until one"
     return text
 
 

@@ -10,15 +10,23 @@ configuration comes from the ITM trace control register (``ITMTCR``, or
 from __future__ import annotations
 
 from cstrace.protocols.base import ProtocolSpec
-from cstrace.protocols.itm.config import ItmConfig, from_registers
+from cstrace.protocols.itm.config import ItmConfig, from_registers, with_options
 from cstrace.protocols.itm.decoder import iter_elements
 from cstrace.protocols.itm.reader import iter_packets
 
-__all__ = ["PROTOCOL", "ItmConfig", "from_registers", "iter_elements", "iter_packets"]
+__all__ = [
+    "PROTOCOL",
+    "ItmConfig",
+    "from_registers",
+    "iter_elements",
+    "iter_packets",
+    "with_options",
+]
 
 PROTOCOL = ProtocolSpec(
     name="itm",
     from_registers=from_registers,
     iter_packets=iter_packets,
     iter_elements=iter_elements,
+    with_options=with_options,
 )

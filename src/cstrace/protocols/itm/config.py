@@ -4,15 +4,18 @@ Input: the ITM's register values: its trace control register, named
 ``ITMTCR`` in snapshots and ``CONTROL_REGISTER`` in the snapshot format
 (0.2 §4.2.4); output: the trace ID (bits [22:16]) and the local timestamp
 prescaler (TSPrescale, bits [9:8], applied when SWOENA, bit 4, is set).
+Whether packets before the first synchronisation packet are decoded is a
+decode option (:attr:`~cstrace.protocols.base.DecodeOptions.decode_before_sync`),
+which :func:`with_options` copies into the configuration.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from cstrace.protocols.base import Registers, require
+from cstrace.protocols.base import DecodeOptions, Registers, require
 
-__all__ = ["ItmConfig", "from_registers"]
+__all__ = ["ItmConfig", "from_registers", "with_options"]
 
 _PRESCALE = (1, 4, 16, 64)
 
@@ -23,6 +26,9 @@ class ItmConfig:
 
     itmtcr: int = 0
     """The ITM trace control register."""
+    decode_before_sync: bool = False
+    """Decode from the first unambiguous packet boundary instead of waiting for a
+    synchronisation packet as the reference does (see :mod:`~cstrace.protocols.itm.boundary`)."""
 
     @property
     def trace_id(self) -> int:
@@ -56,3 +62,8 @@ def from_registers(regs: Registers, core: str = "", version: str = "") -> ItmCon
     """The ITM configuration from register values: ITMTCR (or CONTROL_REGISTER) is required."""
     del core, version
     return ItmConfig.from_registers(regs)
+
+
+def with_options(config: ItmConfig, options: DecodeOptions) -> ItmConfig:
+    """``config`` with the decode options the reader uses (``decode_before_sync``)."""
+    return replace(config, decode_before_sync=options.decode_before_sync)

@@ -15,6 +15,17 @@ Wrap bit, the timestamp is held back until the next GTS2), the clock change
 flag, and an overflow that marks the next element. A RESERVED or BAD_SEQUENCE
 packet is a fatal error for the reference decoder: decoding stops there,
 without ``EO_TRACE``.
+
+When packets before synchronisation are decoded (``decode_before_sync``), an
+UNSYNCED packet starts decoding as a synchronisation packet would, and the
+first element decoded after it comes after a warning ``DIAGNOSTIC``
+(:attr:`~cstrace.errors.DiagKind.UNSYNCED_START`, whose ``detail`` is the
+capture index of the first unambiguous packet boundary, or
+:attr:`~cstrace.errors.DiagKind.UNSYNCED_AMBIGUOUS`); a synchronisation packet
+read before any element makes that warning moot, and it is not given. A
+RESERVED or BAD_SEQUENCE packet then gives an error ``DIAGNOSTIC`` and a
+``NO_SYNC`` (bad packet), the state is reset, and decoding goes on from the
+reader's next UNSYNCED or synchronisation packet.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from cstrace.elements import (
+    Diagnostic,
     Element,
     EoTrace,
     ITMPacketType,
@@ -29,6 +41,7 @@ from cstrace.elements import (
     NoSync,
     UnsyncReason,
 )
+from cstrace.errors import DiagCode, DiagKind, Severity
 from cstrace.protocols.base import DecodeContext, Packet
 from cstrace.protocols.itm.config import ItmConfig
 from cstrace.protocols.itm.packets import (
@@ -43,6 +56,7 @@ from cstrace.protocols.itm.packets import (
     Overflow,
     Reserved,
     Swit,
+    Unsynced,
 )
 
 __all__ = ["iter_elements"]
@@ -67,6 +81,9 @@ def iter_elements(
 ) -> Iterator[Element]:
     """Decode ITM packets into ITM trace elements."""
     prescale = config.ts_prescale if isinstance(config, ItmConfig) else 1
+    recover = isinstance(config, ItmConfig) and config.decode_before_sync
+    tid = context.trace_id
+    pending: Diagnostic | None = None  # the warning for elements decoded before any sync
     state = _NO_SYNC
     reason = UnsyncReason.RESET_DECODER if context.reset else UnsyncReason.INIT_DECODER
     last = 0
@@ -86,6 +103,9 @@ def iter_elements(
         if state == _WAIT_SYNC:
             if isinstance(pkt, Async):
                 state = _DECODE
+            elif isinstance(pkt, Unsynced):
+                state = _DECODE
+                pending = _unsynced_note(pkt, tid)
             continue
         elem: ITMTrace | None = None
         match pkt:
@@ -123,7 +143,18 @@ def iter_elements(
                 local_ts = 0
                 overflow = True
             case Reserved() | BadSequence():
-                return  # the reference stops decoding on a bad packet
+                if not recover:
+                    return  # the reference stops decoding on a bad packet
+                kind = DiagKind.BAD_PACKET if isinstance(pkt, Reserved) else DiagKind.BAD_SEQUENCE
+                yield Diagnostic(last, tid, DiagCode.BAD_DECODE_PKT, kind, int(pkt.KIND))
+                yield NoSync(last, UnsyncReason.BAD_PACKET)
+                state = _WAIT_SYNC
+                local_ts = global_ts = page = 0
+                need_gts2 = True
+                freq_change = overflow = False
+                pending = None
+            case Async():
+                pending = None  # synchronised before anything was decoded without it
             case NotSync():
                 # Not expected once synchronised; the reference starts over.
                 state = _NO_SYNC
@@ -133,9 +164,23 @@ def iter_elements(
             case _:
                 pass  # ASYNC, incomplete packet: nothing to output
         if elem is not None:
+            if pending is not None:
+                yield pending
+                pending = None
             if overflow:
                 elem.overflow = True
                 overflow = False
             yield elem
     if context.complete:
         yield EoTrace(last, UnsyncReason.EOT)
+
+
+def _unsynced_note(pkt: Unsynced, trace_id: int) -> Diagnostic:
+    """The warning that elements were decoded without a synchronisation packet."""
+    if pkt.certain is None:
+        return Diagnostic(
+            pkt.resume, trace_id, DiagCode.NONE, DiagKind.UNSYNCED_AMBIGUOUS, 0, Severity.WARNING
+        )
+    return Diagnostic(
+        pkt.resume, trace_id, DiagCode.NONE, DiagKind.UNSYNCED_START, pkt.certain, Severity.WARNING
+    )

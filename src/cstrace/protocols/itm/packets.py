@@ -10,7 +10,8 @@ software source (instrumentation, SWIT), hardware source (DWT: event counter,
 exception trace, PC sample, data trace), local timestamp (formats 1 and 2),
 global timestamp (GTS1, GTS2) and extension. The reference decoder adds
 NOTSYNC (bytes before the first synchronization packet), RESERVED,
-BAD_SEQUENCE and INCOMPLETE_EOT.
+BAD_SEQUENCE and INCOMPLETE_EOT; cstrace adds :class:`Unsynced`, which says
+where decoding without synchronisation starts.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ __all__ = [
     "Overflow",
     "Reserved",
     "Swit",
+    "Unsynced",
 ]
 
 
@@ -77,6 +79,26 @@ class NotSync(ItmPacket):
         self.offset = offset
         self.raw = raw
         self.decoded = decoded
+
+
+class Unsynced(ItmPacket):
+    """Decoding goes on without a synchronisation packet (not a packet of the protocol).
+
+    Read only when packets before synchronisation are decoded (``decode_before_sync``):
+    ``raw`` holds the bytes skipped before the decode start (usually none), ``resume``
+    is the capture index where packets start again, ``certain`` the capture index of
+    the first unambiguous packet boundary, or None when none was found
+    (:mod:`~cstrace.protocols.itm.boundary`). It is listed as a NOTSYNC packet.
+    """
+
+    __slots__ = ("certain", "resume")
+    KIND = ItmPktType.NOTSYNC
+
+    def __init__(self, offset: int, raw: bytes, resume: int, certain: int | None) -> None:
+        self.offset = offset
+        self.raw = raw
+        self.resume = resume
+        self.certain = certain
 
 
 class Async(ItmPacket):

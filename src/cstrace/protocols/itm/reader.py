@@ -19,6 +19,14 @@ time, and the rest of each block; the index of a NOTSYNC packet is that of the
 block or of the last candidate ``0x00`` (reproduced here, block by block). An
 invalid header or sequence gives a RESERVED or BAD_SEQUENCE packet, after which
 the reference stops decoding (its decoder reports a fatal error).
+
+With :attr:`~cstrace.protocols.itm.config.ItmConfig.decode_before_sync` set,
+the reader does not wait for a synchronisation packet: it reads packets from
+the decode start that :mod:`~cstrace.protocols.itm.boundary` finds from the
+packet grammar, after an :class:`~cstrace.protocols.itm.packets.Unsynced`
+packet saying where that is and from where the reading is certain; after a
+RESERVED or BAD_SEQUENCE packet it looks for the next decode start the same
+way, from the byte after the bad header, instead of stopping.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from collections.abc import Generator, Iterator
 
 from cstrace.capture.stream import Stream
 from cstrace.capture.window import BlockWindow
+from cstrace.protocols.itm.boundary import HORIZON, find_start, first_certain
 from cstrace.protocols.itm.packets import (
     Async,
     BadSequence,
@@ -42,6 +51,7 @@ from cstrace.protocols.itm.packets import (
     Overflow,
     Reserved,
     Swit,
+    Unsynced,
 )
 from cstrace.protocols.stm.reader import input_blocks
 
@@ -131,14 +141,68 @@ def iter_packets(
     ``complete`` is False when the capture was cut short: then a packet in
     progress at the end is dropped instead of flushed as INCOMPLETE_EOT.
     The stream is read block by block through a
-    :class:`~cstrace.capture.window.BlockWindow`.
+    :class:`~cstrace.capture.window.BlockWindow`. When ``config`` says
+    ``decode_before_sync``, packets before the first synchronisation packet are
+    read too (module text).
     """
     win = BlockWindow(stream)
     if not win.advance(0):
         return
+    if getattr(config, "decode_before_sync", False):
+        pos = 0
+        while pos >= 0:
+            pos = yield from _resync(win, pos)
+            if pos >= 0:
+                pos = yield from _read_synced(win, pos, complete, True)
+        return
     start = yield from _search_sync(win, stream.trace_id is not None)
     if start >= 0:
         yield from _read_synced(win, start, complete)
+
+
+_LOOKAHEAD = HORIZON + 1024
+"""Bytes a search for the decode start looks at past where it begins (when the stream has them)."""
+
+
+def _resync(win: BlockWindow, q: int) -> Generator[ItmPacket, None, int]:
+    """Find the decode start from window position ``q``: an UNSYNCED packet, and its position.
+
+    Bytes that no valid reading starts from are skipped (in NOTSYNC packets when
+    the window must move on before the decode start is found). Returns the
+    window position of the decode start, or -1 when the stream ends first.
+    """
+    final = False
+    while True:
+        data = win.data
+        n = len(data)
+        if not final and n - q < _LOOKAHEAD:
+            if win.advance(q):
+                q = 0
+                continue
+            final = True
+        s, settled = find_start(data, q, final)
+        if not final and (not settled or n - s < _LOOKAHEAD):
+            # The reading from s needs more bytes: move on to s, then read on.
+            if s > q:
+                yield NotSync(win.index_at(q), data[q:s])
+            q = s
+            if not win.advance(q):
+                final = True
+            else:
+                q = 0
+            continue
+        if s >= n:
+            if s > q:
+                yield NotSync(win.index_at(q), data[q:s])
+            return -1
+        certain = first_certain(data, s)
+        yield Unsynced(
+            win.index_at(q),
+            data[q:s],
+            win.index_at(s),
+            None if certain is None else win.index_at(certain),
+        )
+        return s
 
 
 def _search_sync(win: BlockWindow, framed: bool) -> Generator[ItmPacket, None, int]:
@@ -221,12 +285,17 @@ def _search_sync(win: BlockWindow, framed: bool) -> Generator[ItmPacket, None, i
             return -1
 
 
-def _read_synced(win: BlockWindow, start: int, complete: bool) -> Iterator[ItmPacket]:
+def _read_synced(
+    win: BlockWindow, start: int, complete: bool, recover: bool = False
+) -> Generator[ItmPacket, None, int]:
     """After the first synchronization packet: packets one at a time from window position ``start``.
 
     Once synchronised, a packet's index is that of its header byte, so block
     boundaries no longer matter: the window is read as one byte string, and a
-    packet cut by its end is read again, whole, with the next window.
+    packet cut by its end is read again, whole, with the next window. Returns
+    -1 at the end of the stream or after a RESERVED or BAD_SEQUENCE packet;
+    with ``recover``, after such a packet, the window position of the byte after
+    its header instead (where a search for the next decode start begins).
     """
     data = win.data
     n = len(data)
@@ -262,7 +331,7 @@ def _read_synced(win: BlockWindow, start: int, complete: bool) -> Iterator[ItmPa
                 out = Extension(index, data[p:stop], bool(hdr & 4), 2, (hdr >> 4) & 7)
             elif kind == _P.RESERVED:
                 yield Reserved(index, data[p:stop])
-                return
+                return p + 1 if recover else -1
             elif kind == _P.ASYNC:
                 i = p + 1
                 bad = False
@@ -281,7 +350,7 @@ def _read_synced(win: BlockWindow, start: int, complete: bool) -> Iterator[ItmPa
                         bad = True
                 if bad:
                     yield BadSequence(index, data[p:i], kind)
-                    return
+                    return p + 1 if recover else -1
                 stop = i
             else:
                 # Continuation bytes: bit 7 set while more follow, up to a limit.
@@ -311,7 +380,7 @@ def _read_synced(win: BlockWindow, start: int, complete: bool) -> Iterator[ItmPa
                         out = Extension(index, raw, bool(hdr & 4), _EXT_BITS[size], value)
                 elif i >= limit:
                     yield BadSequence(index, data[p:limit], kind)
-                    return
+                    return p + 1 if recover else -1
                 else:
                     stop = n + 1
             if out is None:
@@ -323,7 +392,7 @@ def _read_synced(win: BlockWindow, start: int, complete: bool) -> Iterator[ItmPa
         if not win.advance(p):
             if p < n and complete:
                 yield IncompleteEot(index, data[p:], kind)
-            return
+            return -1
         data = win.data
         n = len(data)
         p = 0

@@ -24,6 +24,7 @@ __all__ = ["diagnostic_text"]
 
 # The reference's name and description of each error class (``ocsd_err_t``).
 _CODES: dict[DiagCode, tuple[str, str]] = {
+    DiagCode.NONE: ("OCSD_OK", "No Error."),
     DiagCode.NOT_INIT: ("OCSD_ERR_NOT_INIT", "Component not initialised."),
     DiagCode.BAD_PACKET_SEQ: ("OCSD_ERR_BAD_PACKET_SEQ", "Bad packet sequence"),
     DiagCode.UNSUPPORTED_ISA: ("OCSD_ERR_UNSUPPORTED_ISA", "ISA not supported in decoder"),
@@ -91,6 +92,14 @@ def _reason(protocol: str, diag: Diagnostic) -> str:
         return _ETMV4_BAD.get(diag.detail, "Unknown packet type.")
     if kind == DiagKind.NO_CONFIG:
         return "No decoder configuration information"
+    # cstrace's own notes (the reference waits for synchronisation instead).
+    if kind == DiagKind.UNSYNCED_START:
+        return (
+            "Decoded before any synchronisation packet; "
+            f"packet boundaries certain from TrcIdx={diag.detail}."
+        )
+    if kind == DiagKind.UNSYNCED_AMBIGUOUS:
+        return "Decoded before any synchronisation packet; packet boundaries uncertain."
     return kind.name.replace("_", " ").capitalize()  # pragma: no cover - every kind is above
 
 
