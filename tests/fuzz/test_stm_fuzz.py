@@ -12,10 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cstrace.capture import Stream
+from cstrace.elements import Diagnostic
 from cstrace.protocols.base import DecodeContext, DecodeOptions, Packet
-from cstrace.protocols.stm import iter_elements, iter_packets
+from cstrace.protocols.stm import StmConfig, iter_elements, iter_packets
 from cstrace.protocols.stm.encoder import StmMessage, encode_messages
 from cstrace.render.ocsd import element_text
+from cstrace.render.ocsd.diagnostics import diagnostic_text
 from cstrace.render.ocsd.stm import packet_text
 
 _VALID = encode_messages(
@@ -33,7 +35,7 @@ _VALID = encode_messages(
 )
 
 
-def run(data: bytes, seed: int, complete: bool = True) -> None:
+def run(data: bytes, seed: int, complete: bool = True, recover: bool = False) -> None:
     rng = random.Random(seed)
     chunks = []
     pos = 0
@@ -47,31 +49,42 @@ def run(data: bytes, seed: int, complete: bool = True) -> None:
     ctx = DecodeContext(0x20, DecodeOptions(), complete=complete)
     seen: list[Packet] = []
 
+    config = StmConfig(0x200000, decode_before_sync=recover)
+
     def tap() -> Iterator[Packet]:
-        for p in iter_packets(stream, None, complete):
+        for p in iter_packets(stream, config, complete):
             packet_text(p)
             seen.append(p)
             yield p
 
-    for e in iter_elements(tap(), None, ctx):
-        element_text(e)
+    for e in iter_elements(tap(), config, ctx):
+        if isinstance(e, Diagnostic):
+            diagnostic_text("stm", e)
+        else:
+            element_text(e)
     for p in seen:
         assert p.offset >= 0
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=400), st.integers(0, 1000), st.booleans())
-def test_random_bytes(data: bytes, seed: int, complete: bool) -> None:
-    run(data, seed, complete)
+@given(st.binary(max_size=400), st.integers(0, 1000), st.booleans(), st.booleans())
+def test_random_bytes(data: bytes, seed: int, complete: bool, recover: bool) -> None:
+    run(data, seed, complete, recover)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.integers(0, len(_VALID) * 8 - 1), max_size=8), st.integers(0, 1000))
-def test_bit_flips(flips: list[int], seed: int) -> None:
+@given(
+    st.lists(st.integers(0, len(_VALID) * 8 - 1), max_size=8),
+    st.integers(0, 1000),
+    st.booleans(),
+    st.integers(0, 40),
+)
+def test_bit_flips(flips: list[int], seed: int, recover: bool, cut: int) -> None:
     data = bytearray(_VALID)
     for bit in flips:
         data[bit // 8] ^= 1 << (bit % 8)
-    run(bytes(data), seed)
+    # Without sync (decode_before_sync), the capture may also start anywhere.
+    run(bytes(data[cut:] if recover else data), seed, True, recover)
 
 
 @settings(max_examples=100, deadline=None)

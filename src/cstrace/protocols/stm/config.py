@@ -3,16 +3,19 @@
 Input: the STM's register values (``STMTCSR``, snapshot format 0.2 §4.2.5:
 the trace ID is in bits [22:16]); output: the configuration the STM reader and
 decoder use. The STM packet stream is self-describing otherwise (the VERSION
-packet selects the timestamp encoding).
+packet selects the timestamp encoding). Whether packets before the first ASYNC
+are decoded is a decode option
+(:attr:`~cstrace.protocols.base.DecodeOptions.decode_before_sync`), which
+:func:`with_options` copies into the configuration.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from cstrace.protocols.base import Registers, require
+from cstrace.protocols.base import DecodeOptions, Registers, require
 
-__all__ = ["StmConfig", "from_registers"]
+__all__ = ["StmConfig", "from_registers", "with_options"]
 
 
 @dataclass(frozen=True)
@@ -21,6 +24,9 @@ class StmConfig:
 
     stmtcsr: int = 0
     """The STM trace control and status register."""
+    decode_before_sync: bool = False
+    """Decode from the first unambiguous packet boundary instead of waiting for an
+    ASYNC packet as the reference does (see :mod:`~cstrace.protocols.stm.boundary`)."""
 
     @property
     def trace_id(self) -> int:
@@ -42,3 +48,8 @@ def from_registers(regs: Registers, core: str = "", version: str = "") -> StmCon
     """The STM configuration from register values: STMTCSR is required."""
     del core, version
     return StmConfig.from_registers(regs)
+
+
+def with_options(config: StmConfig, options: DecodeOptions) -> StmConfig:
+    """``config`` with the decode options the reader uses (``decode_before_sync``)."""
+    return replace(config, decode_before_sync=options.decode_before_sync)

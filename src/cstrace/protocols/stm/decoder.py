@@ -11,14 +11,27 @@ MERR and GERR) and whether they are valid: until the first M8, and after a
 GERR, elements print ``Ma:0x??; Ch:0x??``. A RESERVED or BAD_SEQUENCE packet is
 a fatal error for the reference decoder: decoding stops there, without
 ``EO_TRACE``.
+
+When packets before synchronisation are decoded (``decode_before_sync``), an
+UNSYNCED packet starts decoding as an ASYNC would, and the first element
+decoded after it comes after a warning ``DIAGNOSTIC``
+(:attr:`~cstrace.errors.DiagKind.UNSYNCED_START`, whose ``detail`` is the
+capture index of the first unambiguous packet boundary); an ASYNC read before
+any element makes that warning moot, and it is not given. The master is not
+known until an M8 (``id_valid`` False). A RESERVED or BAD_SEQUENCE packet then
+gives an error ``DIAGNOSTIC`` and a ``NO_SYNC`` (bad packet), master and channel
+become unknown, and decoding goes on from the reader's next UNSYNCED or ASYNC
+packet.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from cstrace.elements import Element, EoTrace, NoSync, SWTrace, UnsyncReason
+from cstrace.elements import Diagnostic, Element, EoTrace, NoSync, SWTrace, UnsyncReason
+from cstrace.errors import DiagCode, DiagKind, Severity
 from cstrace.protocols.base import DecodeContext, Packet
+from cstrace.protocols.stm.config import StmConfig
 from cstrace.protocols.stm.packets import (
     C8,
     C16,
@@ -33,6 +46,7 @@ from cstrace.protocols.stm.packets import (
     Null,
     Reserved,
     Trig,
+    Unsynced,
     Version,
 )
 
@@ -47,6 +61,9 @@ def iter_elements(
     packets: Iterable[Packet], config: object, context: DecodeContext
 ) -> Iterator[Element]:
     """Decode STM packets into software-trace elements."""
+    recover = isinstance(config, StmConfig) and config.decode_before_sync
+    tid = context.trace_id
+    pending: Diagnostic | None = None  # the warning for elements decoded before any ASYNC
     state = _NO_SYNC
     reason = UnsyncReason.RESET_DECODER if context.reset else UnsyncReason.INIT_DECODER
     master = 0
@@ -61,7 +78,25 @@ def iter_elements(
         if state == _WAIT_SYNC:
             if isinstance(pkt, Async):
                 state = _DECODE
+            elif isinstance(pkt, Unsynced):
+                state = _DECODE
+                pending = Diagnostic(
+                    pkt.resume,
+                    tid,
+                    DiagCode.NONE,
+                    DiagKind.UNSYNCED_START,
+                    pkt.resume if pkt.certain is None else pkt.certain,
+                    Severity.WARNING,
+                )
             continue
+        if pending is not None:
+            if isinstance(pkt, Async):
+                pending = None  # synchronised before anything was decoded without it
+            elif isinstance(pkt, Data | Flag | Trig | Freq | MErr | GErr) or (
+                isinstance(pkt, Null) and pkt.timestamp is not None
+            ):
+                yield pending  # this packet gives the first element
+                pending = None
         match pkt:
             case Data(bits=bits, value=value, marker=marker, timestamp=ts):
                 yield SWTrace(last, master, channel, id_valid, bits, value, marker, False, ts)
@@ -91,7 +126,15 @@ def iter_elements(
                 master = 0
                 channel = 0
             case Reserved() | BadSequence():
-                return  # the reference stops decoding on a bad packet
+                if not recover:
+                    return  # the reference stops decoding on a bad packet
+                kind = DiagKind.BAD_PACKET if isinstance(pkt, Reserved) else DiagKind.BAD_SEQUENCE
+                yield Diagnostic(last, tid, DiagCode.BAD_DECODE_PKT, kind, int(pkt.KIND))
+                yield NoSync(last, UnsyncReason.BAD_PACKET)
+                state = _WAIT_SYNC
+                master = channel = 0
+                id_valid = False
+                pending = None
             case _:
                 pass  # ASYNC, NULL, NOTSYNC, incomplete packet: nothing to output
     if context.complete:

@@ -10,7 +10,8 @@ C8, C16, D4/D8/D16/D32/D64 (with marker and/or timestamp), FLAG, TRIG, FREQ.
 The reference decoder adds marker packets for states of the reader: NOTSYNC
 (bytes before the first ASYNC), RESERVED (unsupported opcode), BAD_SEQUENCE
 (invalid field inside a packet) and INCOMPLETE_EOT (packet cut by the end of
-the trace).
+the trace); cstrace adds :class:`Unsynced`, which says where decoding without
+an ASYNC starts.
 
 Timestamps: ``timestamp`` is the full timestamp value after the packet's update
 was applied (``None`` when the packet has none) and ``ts_bits`` the number of
@@ -44,6 +45,7 @@ __all__ = [
     "StmPktType",
     "StmTsType",
     "Trig",
+    "Unsynced",
     "Version",
 ]
 
@@ -94,6 +96,26 @@ class NotSync(StmPacket):
 
     __slots__ = ()
     KIND = StmPktType.NOTSYNC
+
+
+class Unsynced(StmPacket):
+    """Decoding goes on without an ASYNC (not a packet of the protocol).
+
+    Read only when packets before synchronisation are decoded (``decode_before_sync``):
+    ``raw`` holds the bytes skipped before the first unambiguous packet boundary,
+    whose capture index is ``resume`` (and ``certain``: the STM reader starts
+    decoding there, :mod:`~cstrace.protocols.stm.boundary`). It is listed as a
+    NOTSYNC packet.
+    """
+
+    __slots__ = ("certain", "resume")
+    KIND = StmPktType.NOTSYNC
+
+    def __init__(self, offset: int, raw: bytes, resume: int, certain: int | None) -> None:
+        self.offset = offset
+        self.raw = raw
+        self.resume = resume
+        self.certain = certain
 
 
 class Async(StmPacket):

@@ -30,6 +30,17 @@ How the reference cuts the stream, reproduced here:
   (see :class:`_PastBlock`).
 * An invalid opcode or field gives a RESERVED or BAD_SEQUENCE packet, after
   which the reference stops decoding (its decoder reports a fatal error).
+
+With :attr:`~cstrace.protocols.stm.config.StmConfig.decode_before_sync` set,
+the reader does not wait for an ASYNC: it reads packets from the first
+unambiguous packet boundary that :mod:`~cstrace.protocols.stm.boundary` finds
+from the STPv2 grammar, after an
+:class:`~cstrace.protocols.stm.packets.Unsynced` packet that says where that is
+(or from the next ASYNC when there is no such boundary). Until a VERSION packet
+says how timestamps are encoded, timestamped packets carry no timestamp
+(``timestamp`` None) instead of being bad sequences. After a RESERVED or
+BAD_SEQUENCE packet it looks for the next boundary the same way, from the
+nibble after the bad packet's first one, instead of stopping.
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from typing import Any
 
 from cstrace.capture.stream import Stream
 from cstrace.capture.window import BlockWindow
+from cstrace.protocols.stm.boundary import HORIZON, SPAN, find_async, find_start, first_certain
 from cstrace.protocols.stm.opcodes import (
     ACT_PACKET,
     ACT_PREFIX_F,
@@ -73,6 +85,7 @@ from cstrace.protocols.stm.packets import (
     StmPacket,
     StmPktType,
     Trig,
+    Unsynced,
     Version,
 )
 
@@ -187,27 +200,120 @@ def iter_packets(
     ``complete`` is False when the capture was cut short: then a packet in
     progress at the end is dropped instead of flushed as INCOMPLETE_EOT.
     The stream is read block by block through a
-    :class:`~cstrace.capture.window.BlockWindow`.
+    :class:`~cstrace.capture.window.BlockWindow`. When ``config`` says
+    ``decode_before_sync``, packets before the first ASYNC are read too
+    (module text).
     """
     win = BlockWindow(stream)
     if not win.advance(0):
         return
     sync = _SyncState()
+    if getattr(config, "decode_before_sync", False):
+        pos, as_reference = yield from _resync(win, 0, True)
+        if as_reference:
+            # An ASYNC first: the reference's search finds it, and reads what precedes it.
+            pos = yield from _search_async(stream, win, sync)
+        while pos >= 0:
+            pos = yield from _read_synced(win, pos, sync, complete, True)
+            if pos >= 0:
+                pos, _ = yield from _resync(win, pos, False)
+                sync.num_f = 0
+                sync.sync_start = sync.is_sync = False
+        return
     start = yield from _search_async(stream, win, sync)
     if start >= 0:
         yield from _read_synced(win, start, sync, complete)
 
 
 class _SyncState:
-    """The reference's ASYNC detector, run on every nibble (8-bit F counter)."""
+    """The reference's ASYNC detector, run on every nibble (8-bit F counter).
 
-    __slots__ = ("is_sync", "num_f", "sync_index", "sync_start")
+    When packets before ASYNC are decoded, it also keeps what must survive a
+    resynchronisation: the timestamp encoding (0 until a VERSION), and the
+    nibble string of the window last read (``hx`` of ``hx_data``).
+    """
+
+    __slots__ = ("hx", "hx_data", "is_sync", "num_f", "sync_index", "sync_start", "ts_type")
 
     def __init__(self) -> None:
         self.num_f = 0
         self.sync_start = False
         self.is_sync = False
         self.sync_index = 0
+        self.ts_type = 0
+        self.hx_data = b""
+        self.hx = ""
+
+
+_LOOKAHEAD = HORIZON // 2 + 1024
+"""Bytes a search for a packet boundary looks at past where it begins (when the stream has them)."""
+
+
+def _resync(
+    win: BlockWindow, q: int, first: bool
+) -> Generator[StmPacket, None, tuple[int, bool]]:
+    """Find the first unambiguous boundary from window nibble ``q``: an UNSYNCED packet.
+
+    Nibbles that no valid reading starts from, and those before the boundary,
+    are skipped (in NOTSYNC packets when the window must move on first). When
+    an ASYNC comes first, or the readings of the first nibbles do not meet,
+    reading starts at the next ASYNC (no UNSYNCED packet then: the ASYNC
+    synchronises). Returns the window nibble where packets start (-1 when the
+    stream ends first), and True when nothing was read because the ``first``
+    search of a stream found an ASYNC first: the caller then reads the start
+    of the stream as the reference does.
+    """
+    final = False
+    while True:
+        data = win.data
+        n = len(data)
+        b0 = q >> 1
+        if not final and n - b0 < _LOOKAHEAD:
+            if win.advance(b0):
+                q &= 1
+                continue
+            final = True
+        # The nibbles examined: a slice of the window, from the byte of nibble q.
+        hx = data[b0 : b0 + _LOOKAHEAD].translate(_SWAP).hex()
+        at_end = final and b0 + _LOOKAHEAD >= n
+        k = q - 2 * b0
+        s, settled = find_start(hx, k, at_end)
+        certain: int | None = None
+        if settled and s < len(hx):
+            certain = first_certain(hx, s)
+        start = find_async(hx, k)
+        if start >= 0 and (certain is None or start <= certain):
+            certain = None  # an ASYNC comes first: it synchronises
+        elif certain is not None:
+            start = certain
+        if start < 0 and not at_end:
+            # Not found in the slice: skip what was searched (keeping a margin
+            # for a packet or an ASYNC that goes on past it), then read on.
+            skip = max(k, s if not settled else len(hx) - 2 * SPAN)
+            if skip > k:
+                first = False  # what is read from now on is no longer the reference's
+                raw = data[(q + 1) >> 1 : b0 + ((skip + 1) >> 1)]
+                yield NotSync(win.index_at((q + 1) >> 1), raw)
+                q = 2 * b0 + skip
+            if not win.advance(q >> 1):
+                final = True
+            else:
+                q &= 1
+            continue
+        if start < 0:
+            if len(hx) > k:
+                yield NotSync(win.index_at((q + 1) >> 1), data[(q + 1) >> 1 :])
+            return -1, False
+        at = b0 + ((start + 1) >> 1)  # the packet's index is that of this byte
+        skipped = data[(q + 1) >> 1 : at]
+        if certain is None:
+            if first:
+                return 2 * b0 + start, True
+            yield NotSync(win.index_at((q + 1) >> 1), skipped)
+        else:
+            index = win.index_at(at)
+            yield Unsynced(win.index_at((q + 1) >> 1), skipped, index, index)
+        return 2 * b0 + start, False
 
 
 def _search_async(
@@ -385,18 +491,26 @@ def _detect(num_f: int, sync_start: bool, is_sync: bool, span: str) -> tuple[int
 
 
 def _read_synced(
-    win: BlockWindow, start: int, sync: _SyncState, complete: bool
-) -> Iterator[StmPacket]:
+    win: BlockWindow, start: int, sync: _SyncState, complete: bool, recover: bool = False
+) -> Generator[StmPacket, None, int]:
     """After the first ASYNC: packets one at a time from nibble ``start`` of the window.
 
     Once synchronised, block boundaries only matter for packet indices (the
     block index plus the bytes of the block consumed), so the window is read as
     one nibble string; a packet cut by the end of the window is read again,
     whole, with the next one. The ASYNC detector, which only matters when an
-    ASYNC opcode comes, is brought up to date lazily.
+    ASYNC opcode comes, is brought up to date lazily. Returns -1 at the end of
+    the stream or after a RESERVED or BAD_SEQUENCE packet; with ``recover``,
+    after such a packet, the window nibble after the packet's first one
+    instead, and a timestamp whose encoding no VERSION gave is left unknown.
     """
     data = win.data
-    hx = data.translate(_SWAP).hex()
+    if sync.hx_data is data:
+        hx = sync.hx
+    else:
+        hx = data.translate(_SWAP).hex()
+        sync.hx_data = data
+        sync.hx = hx
     end = len(hx)
     # Capture indices come from the cursor: inside its current run the index of
     # byte q is base + q, up to byte run_end.
@@ -408,7 +522,7 @@ def _read_synced(
     det = start  # nibble up to which ``detector`` is up to date
     channel = 0
     ts = 0
-    ts_type = 0  # StmTsType value: unknown until VERSION
+    ts_type = sync.ts_type  # StmTsType value: unknown (0) until VERSION
     cur_type = _P.ASYNC
     specs = _SPECS3
     tslens = _TSLEN
@@ -463,10 +577,10 @@ def _read_synced(
                                 ts = (ts & ~mask) | (update & mask)
                             elif ts_type == 4:
                                 ts = gray_to_bin((bin_to_gray(ts) & ~mask) | (update & mask))
-                            else:
+                            elif not recover:
                                 out = BadSequence(pkt_index, b"", kind, marker)
                                 fatal = True
-                            stamp = ts
+                            stamp = ts if ts_type else None
                         if out is None:
                             if emit == 0:
                                 out = Data(pkt_index, b"", bits, val, marker, stamp, tbits)
@@ -552,7 +666,8 @@ def _read_synced(
             out.raw = raw
             yield out
             if fatal:
-                return
+                sync.ts_type = ts_type
+                return at + 1 if recover else -1
             at = stop
         # The window is used up, or the packet at ``at`` is cut by its end: keep
         # that packet's bytes and read it again, whole, with the next block.
@@ -561,6 +676,8 @@ def _read_synced(
             break
         data = win.data
         hx = data.translate(_SWAP).hex()
+        sync.hx_data = data
+        sync.hx = hx
         end = len(hx)
         at &= 1
         det = at
@@ -573,3 +690,4 @@ def _read_synced(
             raw = high[data[at >> 1]] + raw
         marker = spec is not None and spec[0] == ACT_PACKET and spec[4]
         yield IncompleteEot(pkt_index, raw, cur_type, marker)
+    return -1
