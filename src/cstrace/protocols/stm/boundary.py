@@ -59,7 +59,8 @@ _ROW1 = dict(zip(_DIGITS, TABLE_1N, strict=True))
 _ROW2 = dict(zip(_DIGITS, TABLE_2N, strict=True))
 _ROW3 = dict(zip(_DIGITS, TABLE_3N, strict=True))
 _TSLEN = dict(zip(_DIGITS, TS_NIBBLES, strict=True))
-_ASYNC = re.compile("f{21,}0")
+_F_RUN = re.compile("f*")
+_ASYNC_END = "f" * 21 + "0"
 
 
 def packet_end(hx: str, k: int) -> int:
@@ -100,9 +101,8 @@ def packet_end(hx: str, k: int) -> int:
             return n + 1
         return k + 4 if hx[k + 3] in "34" else INVALID
     if action == ACT_ASYNC:
-        i = k
-        while i < n and hx[i] == "f":
-            i += 1
+        m = _F_RUN.match(hx, k)
+        i = m.end() if m else k
         if i >= n:
             return n + 1
         return i + 1 if hx[i] == "0" and i - k >= 21 else INVALID
@@ -123,5 +123,9 @@ def first_certain(hx: str, s: int) -> int | None:
 
 def find_async(hx: str, q: int) -> int:
     """The nibble where the first ASYNC at or after ``hx[q]`` starts, or -1."""
-    m = _ASYNC.search(hx, q)
-    return m.start() if m else -1
+    i = hx.find(_ASYNC_END, q)
+    if i < 0:
+        return -1
+    while i > q and hx[i - 1] == "f":  # the ASYNC starts where its run of F does
+        i -= 1
+    return i

@@ -249,9 +249,7 @@ _LOOKAHEAD = HORIZON // 2 + 1024
 """Bytes a search for a packet boundary looks at past where it begins (when the stream has them)."""
 
 
-def _resync(
-    win: BlockWindow, q: int, first: bool
-) -> Generator[StmPacket, None, tuple[int, bool]]:
+def _resync(win: BlockWindow, q: int, first: bool) -> Generator[StmPacket, None, tuple[int, bool]]:
     """Find the first unambiguous boundary from window nibble ``q``: an UNSYNCED packet.
 
     Nibbles that no valid reading starts from, and those before the boundary,
@@ -264,46 +262,48 @@ def _resync(
     of the stream as the reference does.
     """
     final = False
+    size = _LOOKAHEAD  # bytes examined from the byte of nibble q
     while True:
         data = win.data
         n = len(data)
         b0 = q >> 1
-        if not final and n - b0 < _LOOKAHEAD:
+        if not final and n - b0 < size:
             if win.advance(b0):
                 q &= 1
                 continue
             final = True
-        # The nibbles examined: a slice of the window, from the byte of nibble q.
-        hx = data[b0 : b0 + _LOOKAHEAD].translate(_SWAP).hex()
-        at_end = final and b0 + _LOOKAHEAD >= n
+        hx = data[b0 : b0 + size].translate(_SWAP).hex()
+        at_end = final and b0 + size >= n
         k = q - 2 * b0
         s, settled = find_start(hx, k, at_end)
-        certain: int | None = None
-        if settled and s < len(hx):
-            certain = first_certain(hx, s)
-        start = find_async(hx, k)
+        if not at_end and (not settled or len(hx) - s < HORIZON + 2 * SPAN):
+            # The reading from s needs more nibbles than the slice holds after it.
+            if s > k:
+                first = False  # what is read from now on is no longer the reference's
+                yield NotSync(win.index_at((q + 1) >> 1), data[(q + 1) >> 1 : b0 + ((s + 1) >> 1)])
+                q = 2 * b0 + s
+                size = _LOOKAHEAD
+            else:
+                size *= 2  # one packet longer than the slice (a long ASYNC)
+            continue
+        certain = first_certain(hx, s) if s < len(hx) else None
+        start = find_async(hx, s)
         if start >= 0 and (certain is None or start <= certain):
             certain = None  # an ASYNC comes first: it synchronises
         elif certain is not None:
             start = certain
-        if start < 0 and not at_end:
-            # Not found in the slice: skip what was searched (keeping a margin
-            # for a packet or an ASYNC that goes on past it), then read on.
-            skip = max(k, s if not settled else len(hx) - 2 * SPAN)
-            if skip > k:
-                first = False  # what is read from now on is no longer the reference's
-                raw = data[(q + 1) >> 1 : b0 + ((skip + 1) >> 1)]
-                yield NotSync(win.index_at((q + 1) >> 1), raw)
-                q = 2 * b0 + skip
-            if not win.advance(q >> 1):
-                final = True
-            else:
-                q &= 1
-            continue
         if start < 0:
-            if len(hx) > k:
-                yield NotSync(win.index_at((q + 1) >> 1), data[(q + 1) >> 1 :])
-            return -1, False
+            if at_end:
+                if len(hx) > k:
+                    yield NotSync(win.index_at((q + 1) >> 1), data[(q + 1) >> 1 :])
+                return -1, False
+            # Readings that never meet, and no ASYNC: skip what was searched (keeping
+            # a margin for an ASYNC that goes on past the slice), then read on.
+            skip = len(hx) - 2 * SPAN
+            first = False
+            yield NotSync(win.index_at((q + 1) >> 1), data[(q + 1) >> 1 : b0 + ((skip + 1) >> 1)])
+            q = 2 * b0 + skip
+            continue
         at = b0 + ((start + 1) >> 1)  # the packet's index is that of this byte
         skipped = data[(q + 1) >> 1 : at]
         if certain is None:
