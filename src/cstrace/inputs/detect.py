@@ -194,7 +194,9 @@ def _isync_votes(data: bytes, syncs: list[int]) -> tuple[float, float, int]:
     e3 += (1.0 - ptm_info / count) if count else 0.0
     if e3_cc:
         e3 += 1.0
-    return ptm, e3, count
+    # I-syncs with a cycle count (header 0x70) are I-syncs too, though their layout
+    # is not voted on.
+    return ptm, e3, count + e3_cc
 
 
 def identify_stream(data: bytes, trace_id: int | None = None) -> StreamGuess:

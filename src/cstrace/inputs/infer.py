@@ -430,6 +430,29 @@ def _etm4_evidence(stream: Stream, trace_id: int, start: Candidate) -> tuple[Can
     return found, read
 
 
+def _etm3_evidence(stream: Stream, trace_id: int, start: Candidate) -> tuple[Candidate, list[str]]:
+    """Settings an ETMv3 trace states in its own packets: an I-sync with a cycle count
+    (header 0x70) or a cycle-count packet exists only when cycle accuracy is on."""
+    spec = get_protocol("etmv3")
+    assert spec is not None
+    _, regs = _etm3_registers(start, trace_id)
+    found = dict(start)
+    try:
+        config = spec.from_registers(regs, str(start["core"]), "3.5")
+        for n, p in enumerate(spec.iter_packets(stream, config, False)):
+            if getattr(p, "cycle_count", None) is not None and _kind_name(p) in (
+                "ISYNC",
+                "CYCLECOUNT",
+            ):
+                found["cyclecount"] = True
+                return found, ["cyclecount"]
+            if n > 20000:
+                break
+    except CstraceError:
+        pass
+    return found, []
+
+
 # -- the search ------------------------------------------------------------------------
 
 Builder = Callable[[Candidate, int], tuple[str, dict[str, int]]]
@@ -641,6 +664,8 @@ def infer_source(
             if core_given:
                 start["core"] = core_given
             read = []
+            if fam == "etm3":
+                start, read = _etm3_evidence(prefix, trace_id, start)
             dims = _PTM_DIMS if fam == "ptm" else _ETM3_DIMS
             build = _etm3_registers
 
@@ -650,6 +675,8 @@ def infer_source(
         else:
             continue
         fixed_dims = {d.name for d in dims if any(h in fixed for h in d.holds)}
+        if fam == "etm3":
+            fixed_dims.update(read)
         if core_given:
             fixed_dims.add("core")
         if "max_speculation" in fixed or "TRCIDR8" in fixed:
