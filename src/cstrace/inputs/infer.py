@@ -632,6 +632,7 @@ def infer_source(
     candidates: tuple[str, ...] = (),
     prefer: Mapping[str, Candidate] | None = None,
     has_code: bool = True,
+    protocol_given: str | None = None,
 ) -> Inference:
     """Infer the configuration of one trace source (see the module docstring).
 
@@ -643,7 +644,8 @@ def infer_source(
     stream detected as ``etm3``, say); ``prefer`` the settings chosen for
     another source of the same family in the capture, which this one keeps
     unless its own trace clearly says otherwise; ``has_code`` whether any
-    memory or image was given (for the confidence).
+    memory or image was given (for the confidence); ``protocol_given`` the
+    protocol family the user named (``ete`` or ``etm4``), which is kept.
     """
     prefix = _prefix(stream, PREFIX_BYTES)
     results: list[tuple[_Score, Inference]] = []
@@ -675,6 +677,9 @@ def infer_source(
         else:
             continue
         fixed_dims = {d.name for d in dims if any(h in fixed for h in d.holds)}
+        if protocol_given in ("ete", "etm4") and fam in ("etm4", "ete"):
+            start["protocol"] = "ETE" if protocol_given == "ete" else "ETM4"
+            fixed_dims.add("protocol")
         if fam == "etm3":
             fixed_dims.update(read)
         if core_given:

@@ -404,6 +404,7 @@ def _infer(trace: Trace, pending: list[_Pending], single: bool, label: int | Non
             others,
             chosen,
             has_code,
+            p.family if named else None,
         )
         chosen.setdefault(result.family, result.candidate)
         done = complete(result.protocol, result.registers, result.core)
