@@ -29,7 +29,7 @@ import pytest
 from cstrace.inputs import detect_capture
 from tests.conftest import corpus_dir
 from tests.golden.corpus import expected_names
-from tests.golden.raw_corpus import expected_listing, raw_case, raw_listing
+from tests.golden.raw_corpus import RawCase, expected_listing, raw_case, raw_listing
 from tests.golden.scoring import score, split
 
 _CORPUS = corpus_dir()
@@ -74,3 +74,23 @@ def test_raw_buffer_decodes_with_inferred_configuration(name: str) -> None:
     if name in MISDESCRIBED:
         return
     assert got.exact, f"{got.summary()}\n{got.first_diff}"
+
+
+@pytest.mark.parametrize("name", _NAMES)
+def test_raw_buffer_without_code_keeps_every_packet(name: str) -> None:
+    """With no memory at all, inference works at packet level: every packet is read as
+    the reference reads it (elements then stop where code is needed)."""
+    if _CORPUS is None:
+        pytest.skip(
+            "reference corpus not found: set CSTRACE_CORPUS or place it at ../shared/corpus"
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        case = raw_case(_CORPUS, name, Path(tmp))
+        case = RawCase(case.name, case.capture, [], case.trace_id)
+        actual = raw_listing(case)
+    got = score(expected_listing(_CORPUS, name), actual)
+    print(f"{name} without code: {got.summary()}")
+    if name in MISDESCRIBED:
+        assert got.pkt_kept >= 0.99 * got.pkt_exp, got.summary()
+        return
+    assert got.pkt_kept == got.pkt_exp and got.pkt_extra == 0, got.summary()

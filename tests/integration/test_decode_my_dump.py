@@ -124,3 +124,25 @@ def test_random_bytes_give_clear_output(tmp_path: Path) -> None:
     forced = _cli("decode", str(capture), "--protocol=etmv4", "--format=jsonl")
     assert "Traceback" not in forced.stderr
     assert forced.returncode in (0, 2)
+
+
+def test_package_keeps_what_was_inferred(tmp_path: Path) -> None:
+    capture = tmp_path / "swo.bin"
+    capture.write_bytes(format_frames([(ETM_ID, _etm_trace(True))]))
+    code = tmp_path / "code.bin"
+    code.write_bytes(CODE)
+    made = _cli("package", str(capture), str(tmp_path / "dump.zip"), f"--memory={code}@0x8000")
+    assert made.returncode == 0, made.stderr
+    inferred = _cli("decode", str(capture), f"--memory={code}@0x8000", "--format=jsonl")
+    packaged = _cli("decode", str(tmp_path / "dump.zip"), "--format=jsonl")
+    assert packaged.returncode == 0, packaged.stderr
+    # The package decodes with no options, and nothing is inferred again.
+    assert "inferred" not in packaged.stdout.splitlines()[0]
+    strip = [{k: v for k, v in r.items() if k != "buffer"} for r in _elements(inferred.stdout)]
+    again = [{k: v for k, v in r.items() if k != "buffer"} for r in _elements(packaged.stdout)]
+    assert again == strip and len(again) > 100
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "dump.zip") as z:
+        contents = z.read("contents.ini").decode()
+    assert "; configuration trace ID 0x02: ETM3" in contents and "cyclecount=1" in contents
