@@ -316,7 +316,7 @@ def _trace(
 # Program-flow families whose configuration is inferred when the user does not give it.
 _INFERRED = ("etm4", "ete", "ptm", "etm3")
 _INFER_CAPTURE_BYTES = 1 << 20
-"""Bytes at the start of a formatted capture demultiplexed for the inference."""
+"""Bytes at the start of a capture read for the inference (a whole number of frames)."""
 _OTHER_FAMILY = {"etm3": ("ptm",), "ptm": ("etm3",)}
 
 
@@ -353,10 +353,13 @@ def _user_keys(items: list[Item]) -> tuple[set[str], str | None, bool]:
 def _infer(trace: Trace, pending: list[_Pending], single: bool, label: int | None) -> Trace:
     """``trace`` with a source for each pending one, configured by inference."""
     buffer = trace.buffers[0]
-    data = buffer.read()
-    if buffer.format != "source_data":
-        data = data[: _INFER_CAPTURE_BYTES - _INFER_CAPTURE_BYTES % 16]
-    streams = demux(data, buffer.format).streams
+    data = bytearray()
+    for block in buffer.blocks():
+        data += block
+        if len(data) >= _INFER_CAPTURE_BYTES:
+            break
+    del data[_INFER_CAPTURE_BYTES:]
+    streams = demux(bytes(data), buffer.format).streams
     memory = CodeMemories(trace).for_source(Source("infer", "", "", {}, (), core_name=None))
     sources = list(trace.sources)
     inferred: list[Inferred] = list(trace.inferred)
