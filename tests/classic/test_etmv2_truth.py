@@ -85,3 +85,26 @@ def test_etmv2_decodes_execution(
             if isinstance(el, Custom) and isinstance(el.data, DataTransfer)
         ]
         assert got_vals == want_vals
+
+
+def test_trigger_between_the_nibbles_of_a_tfo() -> None:
+    # 4-bit port: a trigger on the cycle after a TFO's TD delays the TFO's high
+    # nibble; the packets that trigger cycle's real status placed follow the TFO
+    # packet in the FIFO.
+    r = program_run("sort")
+    cfg = ClassicEtmConfig(etmcr(width=4, data_value=True, data_addr=True), 2, 1)
+    hw = HwModel(fifo_depth=40, sync_period=400)
+    cycles, _ = encode_etmv2(r.execs, cfg, r.read, hw)
+    places = {0x1, 0x3, 0x5, 0x9, 0xB, 0xD, 0xF}
+    t = next(
+        t
+        for t in range(1000, len(cycles) - 1)
+        if cycles[t] & 0xF == 7 and (cycles[t] >> 8) & 1 and cycles[t + 1] & 0xF in places
+    )
+    hw.trigger_cycle = t + 1
+    cycles, traced = encode_etmv2(r.execs, cfg, r.read, hw)
+    assert cycles[t + 1] & 0xF == 6  # TR
+    stream = CycleStream("etm_cycles", pack_cycles(cycles, "etm_cycles", cfg.port))
+    ctxt = DecodeContext(0, DecodeOptions(), memory_of(r.image, r.base))
+    got, _ = decoded(iter_elements(iter_packets(stream, cfg), cfg, ctxt))
+    assert got == expected(r.execs, traced)

@@ -280,6 +280,9 @@ def iter_packets(
     synced = False
     tfo_parts: list[int] = []  # TRACEPKT nibbles/bytes still owed to a TFO value
     tfo_cycle = -1
+    # Cycles that placed packets while a TFO value was still being output (a
+    # trigger cycle between its two nibbles): their groups follow the TFO packet.
+    held: list[int] = []
     gap_owed = False
     half: int | None = None  # 4-bit: the low nibble of a byte being output
     sync_from = n
@@ -314,13 +317,19 @@ def iter_packets(
             continue
         if trig[t]:
             if synced and places_packets(st):
-                p.add("grp", t)
+                if tfo_cycle >= 0:
+                    held.append(t)
+                else:
+                    p.add("grp", t)
             continue
         if tfo_cycle >= 0:
             tfo_parts.append(pkt & (0xF if width == 4 else 0xFF))
             if len(tfo_parts) >= (2 if width == 4 else 1):
                 mid = half is not None and synced
                 _tfo_complete(tfo_cycle, tfo_parts, width, p, tfo_at, mid)
+                for h in held:
+                    p.add("grp", h)
+                held.clear()
                 if mid:
                     gap_owed = True
                 if not synced:
