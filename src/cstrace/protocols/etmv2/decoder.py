@@ -21,12 +21,13 @@ A new context ID (TFO or context ID packet) selects its address space in the
 code memory (``set_context``).
 
 Branch addresses (cstrace's reading of the encoding, as ETMv3's original
-scheme, since the stored specification lost its figures): the first byte has
-bit 0 set and holds address bits [7:2] (ARM), [6:1] (Thumb) or [5:0] (Jazelle)
-in bits [6:1]; the next bytes hold 7 bits each; a fifth byte holds the top bits
-and the state: b00010AAA ARM (A[31:29]), b0010AAAA Thumb (A[31:28]), b01AAAAA
-Jazelle (A[31:27]). Bits not sent keep their previous value; a change of state
-sends all five bytes.
+scheme, since the stored specification lost its figures; see
+``docs/classic.md``): the first byte has bit 0 set and holds address bits
+[7:2] (ARM), [6:1] (Thumb) or [5:0] (Jazelle) in bits [6:1]; the next bytes
+hold 7 bits each; a fifth byte holds the top bits and the state: b0x001AAA ARM
+(A[31:29]), b0x01AAAA Thumb (A[31:28]), b0x1AAAAA Jazelle (A[31:27]), bit 6
+ignored. Bits not sent keep their previous value; a change of state sends all
+five bytes.
 """
 
 from __future__ import annotations
@@ -64,16 +65,17 @@ from cstrace.protocols.etmv2.packets import (
 __all__ = ["decode_branch", "encode_branch", "iter_elements"]
 
 # ISA → (low address bit of the first byte, bits in the fifth byte, fifth-byte marker).
-_LAYOUT = {Isa.A32: (2, 3, 0x10), Isa.T32: (1, 4, 0x20), Isa.JAZELLE: (0, 5, 0x40)}
+_LAYOUT = {Isa.A32: (2, 3, 0x08), Isa.T32: (1, 4, 0x10), Isa.JAZELLE: (0, 5, 0x20)}
 
 
 def _isa_of_fifth(b: int) -> Isa | None:
-    if b & 0x40:
-        return Isa.JAZELLE
-    if b & 0x20:
-        return Isa.T32
-    if b & 0x10:
+    """The state a fifth address byte names (bits 7 and 5:3; bit 6 is not looked at)."""
+    if b & 0xB8 == 0x08:
         return Isa.A32
+    if b & 0xB0 == 0x10:
+        return Isa.T32
+    if b & 0xA0 == 0x20:
+        return Isa.JAZELLE
     return None
 
 
