@@ -43,7 +43,7 @@ from cstrace.errors import (
 from cstrace.inputs import detect_capture, read_snapshot
 from cstrace.inputs.files import BytesBlob, PathBlob
 from cstrace.protocols import DecodeOptions
-from cstrace.trace import Blob, Buffer, Dump, Image, Origin, Source, Trace
+from cstrace.trace import Blob, Buffer, Dump, Image, Inferred, Origin, Source, Trace
 
 __all__ = [
     "BatchBuilder",
@@ -65,6 +65,7 @@ __all__ = [
     "Session",
     "Severity",
     "Image",
+    "Inferred",
     "InputError",
     "Issue",
     "IssueKind",

@@ -40,6 +40,7 @@ def open_trace(
     cores: Sequence[str] = (),
     registers: Sequence[str] = (),
     settings: Sequence[str] = (),
+    trace_id: int | None = None,
 ) -> Trace:
     """Open a snapshot, a trace package (folder or ZIP) or a raw capture for decoding.
 
@@ -49,7 +50,9 @@ def open_trace(
     ``asid``) add to any trace; ``capture_format``, ``metadata``, ``protocols``
     (``[ID=]NAME``), ``cores`` (``[ID=]TYPE``), ``registers`` (``[ID:]NAME=VALUE``)
     and ``settings`` (``[ID:]ITEM=VALUE``) describe a raw capture, which is any
-    file that is not an ini file or a ZIP.
+    file that is not an ini file or a ZIP; ``trace_id`` labels a single-source
+    one. What a raw capture's program-flow sources need and nobody gave is
+    inferred from the trace (``Trace.inferred`` says what and how surely).
     """
     extras = Extras(list(images), list(memory), None if events is None else str(events), contextidr)
     raw = RawOptions(
@@ -59,6 +62,7 @@ def open_trace(
         list(cores),
         list(registers),
         list(settings),
+        trace_id,
     )
     return open_input(path, extras, raw)
 

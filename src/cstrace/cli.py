@@ -29,6 +29,7 @@ from cstrace.inputs import (
     open_trace_input,
     write_package,
 )
+from cstrace.inputs.metadata import trace_id_of
 from cstrace.protocols import DecodeOptions
 from cstrace.trace import Trace
 
@@ -84,6 +85,12 @@ def add_input_options(dec: argparse.ArgumentParser) -> None:
         "--core", action="append", default=[], metavar="[ID=]TYPE", help="core type (Cortex-A53)"
     )
     raw.add_argument(
+        "--trace-id",
+        type=_int_arg,
+        metavar="ID",
+        help="the trace ID that labels a single-source capture (its data does not carry one)",
+    )
+    raw.add_argument(
         "--reg",
         action="append",
         default=[],
@@ -109,8 +116,17 @@ def open_from_args(args: argparse.Namespace) -> Trace:
         list(args.core or []),
         list(args.reg or []),
         list(args.set or []),
+        args.trace_id,
     )
     return open_input(args.snapshot, extras, raw)
+
+
+def _int_arg(text: str) -> int:
+    """An integer option value, decimal or ``0x`` hexadecimal."""
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
 
 
 def _warn(issues: Iterable[Issue], err: TextIO) -> None:
@@ -171,7 +187,33 @@ def info_command(args: argparse.Namespace) -> int:
                 f"  {len(quiet)} other ID(s) with under 64 bytes and no sync "
                 f"({sum(g.size for g in quiet)} bytes; noise or unused buffer space)"
             )
+    if is_raw_capture(path):
+        _print_configuration(args)
     return 0
+
+
+def _print_configuration(args: argparse.Namespace) -> None:
+    """The configuration of each source of a raw capture: given, or inferred and how surely."""
+    args.snapshot = args.file
+    try:
+        trace = open_from_args(args)
+    except CstraceError as exc:
+        print(f"  configuration: not found: {exc}")
+        return
+    inferred = {i.trace_id: i for i in trace.inferred}
+    for source in trace.sources:
+        tid = trace_id_of(source)
+        got = inferred.get(tid) if tid is not None else None
+        label = "single source" if tid is None else f"trace ID {tid:#04x}"
+        if got is None:
+            print(f"  {label}: configuration given: {source.source_type}")
+            continue
+        print(
+            f"  {label}: configuration inferred (confidence {got.confidence:.2f}): "
+            f"{got.protocol} on {got.core}"
+        )
+        print("    " + ", ".join(f"{k}={v}" for k, v in got.settings.items()))
+        print(f"    evidence: {got.evidence}")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -268,15 +310,14 @@ def _build_parser() -> argparse.ArgumentParser:
         description=(
             "Detect, from the bytes alone, whether a capture is CoreSight formatted or a "
             "single source, which trace IDs it holds and the protocol of each, with how "
-            "sure the guess is. For a snapshot or package, each buffer is examined."
+            "sure the guess is. For a snapshot or package, each buffer is examined. For "
+            "a raw capture, the configuration of each program-flow source is inferred "
+            "(images and memory given with --image/--memory make it surer) and printed "
+            "with its confidence."
         ),
     )
     info.add_argument("file", metavar="FILE", help="raw capture, snapshot or package")
-    info.add_argument(
-        "--capture-format",
-        choices=("coresight", "dstream_coresight", "tpiu", "source_data"),
-        help="do not guess the capture format",
-    )
+    add_input_options(info)
     return parser
 
 
@@ -301,9 +342,17 @@ def _lines(
 ) -> Iterator[str]:
     """The output lines of ``decode``; buffer errors are printed and kept in ``errors``."""
     from cstrace.render.ocsd import listing_lines
-    from cstrace.render.text import HEADER, json_line, text_line
+    from cstrace.render.text import HEADER, inferred_line, json_line, text_line
 
     _warn(trace.issues, err)
+    for inf in trace.inferred:
+        if args.format == "jsonl":
+            yield inferred_line(inf)
+        elif args.format == "text":
+            yield f"# configuration {inf.describe()}"
+        else:
+            # The OpenCSD listing stays the reference's text: the note goes to stderr.
+            print(f"cstrace: note: configuration {inf.describe()}", file=err)
     names = args.buffer or [b.name for b in trace.buffers]
     buffers = [trace.buffer(n) for n in names]
     session = Session(trace, _options(args))

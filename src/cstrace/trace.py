@@ -181,6 +181,30 @@ class Image:
     origin: Origin = Origin("")
 
 
+@dataclass(frozen=True)
+class Inferred:
+    """How the configuration of one trace source was inferred from its trace (raw captures)."""
+
+    trace_id: int
+    protocol: str
+    """The source type chosen (``ETE``, ``ETM4.6``, ``PTM1.1``, ``ETM3.5``)."""
+    core: str
+    """The core type chosen (an architecture name such as ``ARM-AA64``)."""
+    settings: Mapping[str, str]
+    """Each setting and its value in words (``cyclecount``: ``1``)."""
+    confidence: float
+    """Between 0 and 1: how much better the choice decoded than the next best."""
+    evidence: str
+
+    def describe(self) -> str:
+        """One line: trace ID, protocol, core and settings, with the confidence."""
+        items = ", ".join(f"{k}={v}" for k, v in self.settings.items())
+        return (
+            f"trace ID {self.trace_id:#04x}: {self.protocol} on {self.core}"
+            f"{': ' + items if items else ''} (inferred, confidence {self.confidence:.2f})"
+        )
+
+
 @dataclass
 class Trace:
     """Everything needed to decode: buffers, sources, code memory and the event log."""
@@ -197,6 +221,8 @@ class Trace:
     """What the input adapter noticed while reading (missing files, guesses)."""
     find_file: Callable[[str], Blob | None] | None = None
     """Finds a file the event log names, inside the container (None: no such lookup)."""
+    inferred: list[Inferred] = field(default_factory=list)
+    """Sources of a raw capture whose configuration was inferred, and how."""
 
     def buffer(self, name: str) -> Buffer:
         """The buffer named ``name``; an :class:`InputError` listing the valid names otherwise."""

@@ -53,3 +53,15 @@ def test_header_rows_do_not_overlap() -> None:
         assert len(hits) <= 1
         assert HEADER_TABLE[b] == (hits[0][2] if hits else HeaderKind.RESERVED)
     assert sorted(r[0] for r in PIPESTAT_ROWS) == list(range(16))
+
+
+def test_fifth_branch_byte_names_the_state_as_etmv3_original_encoding() -> None:
+    # ARM b0x001AAA (A[31:29]), Thumb b0x01AAAA (A[31:28]), Jazelle b0x1AAAAA (A[31:27])
+    assert encode_branch(0xE0000000, 0, Isa.A32, Isa.T32)[4] == 0x08 | 0x7
+    assert encode_branch(0xF0000000, 0, Isa.T32, Isa.A32)[4] == 0x10 | 0xF
+    assert encode_branch(0xF8000000, 0, Isa.JAZELLE, Isa.A32)[4] == 0x20 | 0x1F
+    # bit 6 is not looked at; a byte that names no state keeps the current one
+    full = bytes((0x81, 0x80, 0x80, 0x80))
+    assert decode_branch(full + bytes((0x48,)), 0, Isa.T32) == (0x00000000, Isa.A32)
+    assert decode_branch(full + bytes((0x13,)), 0, Isa.A32) == (0x30000000, Isa.T32)
+    assert decode_branch(full + bytes((0x00,)), 0, Isa.T32) == (0x00000000, Isa.T32)

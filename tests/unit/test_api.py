@@ -61,8 +61,10 @@ def test_raw_capture_options() -> None:
         cstrace.iter_elements(cstrace.open_trace(demo / "etb_0.bin", protocols=["0x10=none"]))
     )
     assert only_stm and {tid for tid, _ in only_stm} == {0x20}
-    with pytest.raises(cstrace.SnapshotError, match="cyclecount"):
-        cstrace.open_trace(demo / "etb_0.bin")
+    # Settings nobody gave are inferred from the trace, and the trace says how.
+    trace = cstrace.open_trace(demo / "etb_0.bin")
+    assert [i.trace_id for i in trace.inferred] == [0x10]
+    assert "cyclecount" in trace.inferred[0].settings
     # Options that describe a raw capture do not apply to a snapshot.
     with pytest.raises(cstrace.SnapshotError, match="raw capture"):
         cstrace.open_trace(demo, protocols=["stm"])

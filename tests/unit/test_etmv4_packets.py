@@ -252,11 +252,22 @@ def test_timestamp_with_cycle_count() -> None:
 
 
 def test_cycle_count_f2_large_commit_form() -> None:
-    # the reference picks the "large commit" offset (TRCIDR8 - 15) from bit 0 of the
-    # payload byte, not from bit 0 of the header as the spec's format 2_1 does
+    # header bit 0 (F) picks the commit form: set, the field counts up from
+    # TRCIDR8.MAXSPEC - 15; clear, it is the count less one. Bit 0 of the payload
+    # is the low bit of the cycle count and changes nothing.
     cfg = etm4(idr0=0x08000EA1, idr8=32)
+    cc = one(b"\x0d\x30", cfg)
+    assert isinstance(cc, CycleCount) and (cc.count, cc.commit) == (0, 3 + 32 - 15)
     cc = one(b"\x0c\x31", cfg)
-    assert isinstance(cc, CycleCount) and (cc.count, cc.commit) == (1, 3 + 32 - 15)
+    assert isinstance(cc, CycleCount) and (cc.count, cc.commit) == (1, 3 + 1)
+    cc = one(enc.cycle_count_f2(7, 30, max_spec=32), cfg)
+    assert isinstance(cc, CycleCount) and (cc.count, cc.commit) == (7, 30)
+    # MAXSPEC under 15: a large form below zero commits nothing
+    cc = one(b"\x0d\x21", etm4(idr0=0x08000EA1, idr8=6))
+    assert isinstance(cc, CycleCount) and cc.commit == 0
+    # TRCIDR0.COMMOPT == 1: no commit in any format
+    cc = one(b"\x0d\xf6", etm4(idr0=0x28000EA1, idr8=0))
+    assert isinstance(cc, CycleCount) and cc.commit is None and cc.count == 6
 
 
 def test_cycle_counts_add_the_threshold() -> None:

@@ -370,9 +370,11 @@ def test_cycle_counts() -> None:
     pkt = read(rd.read_cycle_count_f2, bytes([0x0C, 0x34]), st)
     assert isinstance(pkt, CycleCount) and pkt.kind == P.CCNT_F2
     assert (pkt.commit, pkt.count) == (4, 14)
-    # bit 0: the commit count is relative to the maximum speculation depth
+    # header bit 0: the commit count is relative to the maximum speculation depth
+    pkt = read(rd.read_cycle_count_f2, bytes([0x0D, 0x35]), st)
+    assert isinstance(pkt, CycleCount) and (pkt.commit, pkt.count) == (max(0, st.max_spec - 12), 15)
     pkt = read(rd.read_cycle_count_f2, bytes([0x0C, 0x35]), st)
-    assert isinstance(pkt, CycleCount) and (pkt.commit, pkt.count) == (st.max_spec - 12, 15)
+    assert isinstance(pkt, CycleCount) and (pkt.commit, pkt.count) == (4, 15)
     pkt = read(rd.read_cycle_count_f3, bytes([0x16]), st)
     assert isinstance(pkt, CycleCount) and pkt.kind == P.CCNT_F3
     assert (pkt.commit, pkt.count) == (2, 12)

@@ -28,9 +28,13 @@ def test_shared_setting_goes_only_where_it_is_known(capsys: pytest.CaptureFixtur
     assert code == 2
     assert "no trace source of this capture has that option" in err
     code = main(["decode", str(CAPTURE), "--set", "cyclecount=0", "--core", "Cortex-A53"])
-    _, err = capsys.readouterr()
-    assert code == 2
-    assert "unknown item" not in err and "[trace_0x10]" in err  # only the ETMv4 wants more
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "unknown item" not in err
+    # The ETMv4 keeps what was given; the rest of its settings are inferred.
+    head = [ln for ln in out.splitlines() if ln.startswith("# configuration")]
+    assert len(head) == 1 and "trace ID 0x10" in head[0]
+    assert "on Cortex-A53" in head[0] and "cyclecount=0" in head[0]
 
 
 def test_package_file_gets_the_usual_mode(tmp_path: Path) -> None:
@@ -69,7 +73,10 @@ def test_package_of_a_raw_capture(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["decode", str(out)]) == 0
     got = _body(capsys.readouterr().out)
     assert "INSTR_RANGE" in "\n".join(want) and got == want
-    # Without the settings the ETMv4 cannot be described: a clear error, no package.
-    assert main(["package", str(CAPTURE), str(tmp_path / "bad.zip")]) == 2
-    assert "cyclecount" in capsys.readouterr().err
-    assert not (tmp_path / "bad.zip").exists()
+    # Without the settings they are inferred (the protocol named: nothing in this trace
+    # tells ETMv4 from ETE), and the package keeps them: the same elements again.
+    inferred = tmp_path / "inferred.zip"
+    assert main(["package", str(CAPTURE), str(inferred), *memory, "--protocol=0x10=etmv4"]) == 0
+    capsys.readouterr()
+    assert main(["decode", str(inferred)]) == 0
+    assert _body(capsys.readouterr().out) == want

@@ -65,7 +65,7 @@ def open_input(
     """
     raw = raw or RawOptions()
     if is_raw_capture(path):
-        trace = open_raw(path, raw)
+        return open_raw(path, raw, extras)
     else:
         if raw.given():
             raise SnapshotError(

@@ -166,12 +166,15 @@ def _itm_score(data: bytes, start: int) -> tuple[int, int]:
     return good, bad
 
 
-def _isync_votes(data: bytes, syncs: list[int]) -> tuple[float, float, int]:
-    """Votes for PTM and ETMv3 from the I-sync packets that follow A-syncs."""
+def _isync_votes(data: bytes, syncs: list[int]) -> tuple[float, float, int, int]:
+    """Votes for PTM and ETMv3 from the I-sync packets that follow A-syncs, the number of
+    those I-syncs, and the number of A-syncs followed at once by a 0x70 byte (an ETMv3
+    I-sync with a cycle count, or an ITM local timestamp)."""
     ptm_top: list[int] = []
     e3_top: dict[int, list[int]] = {n: [] for n in range(5)}
     ptm_info = 0
     e3_cc = 0
+    e3_cc_first = 0
     count = 0
     for end in syncs:
         # The I-sync usually follows within a few packets of the A-sync.
@@ -180,6 +183,8 @@ def _isync_votes(data: bytes, syncs: list[int]) -> tuple[float, float, int]:
         k70 = window.find(b"\x70")
         if 0 <= k70 < 8 and (k < 0 or k70 < k):
             e3_cc += 1
+            if k70 == 0:
+                e3_cc_first += 1
         if k < 0 or k > 16 or end + k + 6 > len(data):
             continue
         p = end + k
@@ -203,7 +208,7 @@ def _isync_votes(data: bytes, syncs: list[int]) -> tuple[float, float, int]:
     e3 += (1.0 - ptm_info / count) if count else 0.0
     if e3_cc:
         e3 += 1.0
-    return ptm, e3, count
+    return ptm, e3, count, e3_cc_first
 
 
 def identify_stream(data: bytes, trace_id: int | None = None) -> StreamGuess:
@@ -239,7 +244,7 @@ def identify_stream(data: bytes, trace_id: int | None = None) -> StreamGuess:
     good, bad = _itm_score(view, first)
     span = len(view) - first
     itm_fit = good / span if span else 0.0
-    ptm, e3, isyncs = _isync_votes(view, short)
+    ptm, e3, isyncs, cc_isyncs = _isync_votes(view, short)
     # Parsing with the real readers settles most cases: the wrong protocol's packet
     # boundaries drift and meet reserved headers and bad sequences.
     ptm_fit = _trial("ptm", view[first:])
@@ -248,6 +253,9 @@ def identify_stream(data: bytes, trace_id: int | None = None) -> StreamGuess:
         ptm += 4.0 * ptm_fit
         e3 += 4.0 * e3_fit
     n = len(short)
+    if isyncs == 0 and cc_isyncs * 2 > n and e3_fit is not None and e3_fit > 0.99 and bad:
+        # Cycle-accurate ETMv3: its I-syncs (0x70) parse cleanly, while as ITM they don't.
+        isyncs = cc_isyncs
     if isyncs == 0 or (bad == 0 and itm_fit > 0.9 and isyncs * 2 < n):
         conf = min(0.95, 0.5 + 0.45 * itm_fit) if bad == 0 else 0.4
         ev = f"{n} sync sequence(s); ITM packets parse cleanly over {itm_fit:.0%} of the data"

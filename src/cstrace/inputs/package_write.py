@@ -115,6 +115,9 @@ def write_package(
     ]
     if trace.description:
         contents.append(f"description = {_ini_value(trace.description)}")
+    # Settings found by inference are kept as the sources' registers below; how they
+    # were found is said here for the reader.
+    contents += [f"; configuration {inf.describe()}" for inf in trace.inferred]
     contents += ["", "[trace]"]
     metadata_texts: dict[str, str] = {}
     if shared:

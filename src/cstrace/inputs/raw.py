@@ -18,27 +18,34 @@ and a located error naming whatever decoding needs and nobody gave.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
+from cstrace.capture import demux
 from cstrace.errors import Issue, IssueKind, Severity, SnapshotError
 from cstrace.inputs.detect import detect_capture
+from cstrace.inputs.extras import Extras, add_extras
 from cstrace.inputs.files import PathBlob
+from cstrace.inputs.infer import Inference, infer_source
 from cstrace.inputs.metadata import (
     BUFFER_FORMATS,
     Item,
     TraceSpec,
     describe_source,
+    family_of,
     knows_option,
     parse_metadata_text,
 )
+from cstrace.memory.build import CodeMemories
 from cstrace.parsing import decode_text, parse_int
 from cstrace.protocols import protocol_name
-from cstrace.trace import Buffer, Origin, Source, Trace
+from cstrace.trace import Buffer, Inferred, Origin, Source, Trace
 
 __all__ = ["RawOptions", "open_raw"]
 
 _CLI = "command line"
+_DETECTED = "detected"
 _MAX_METADATA_BYTES = 4 * 1024 * 1024
 
 
@@ -57,6 +64,9 @@ class RawOptions:
     """``NAME=VALUE`` or ``ID:NAME=VALUE``."""
     settings: list[str] = field(default_factory=list)
     """``ITEM=VALUE`` or ``ID:ITEM=VALUE`` (individual options such as ``cyclecount=1``)."""
+    trace_id: int | None = None
+    """The trace ID that labels the source of a single-source capture (its data does
+    not say it); 0 when not given."""
 
     def given(self) -> bool:
         """Whether any option was given."""
@@ -142,12 +152,14 @@ def _located(exc: SnapshotError) -> SnapshotError:
     return exc
 
 
-def open_raw(path: str | Path, raw: RawOptions) -> Trace:
+def open_raw(path: str | Path, raw: RawOptions, extras: Extras | None = None) -> Trace:
     """The :class:`~cstrace.trace.Trace` of a raw capture file and what the user said about it.
 
     Single-source data gives one source whose trace ID comes from the metadata,
-    an ``ID=`` option, or 0. Formatted data gives one source per trace ID whose
-    protocol was recognised or named by the user.
+    an ``ID=`` option, ``--trace-id``, or 0. Formatted data gives one source per
+    trace ID whose protocol was recognised or named by the user. ``extras``
+    (images, memory) are added before the configuration of program-flow sources
+    that the user did not fully describe is inferred (:mod:`.infer`).
     """
     capture = Path(path)
     blob = PathBlob(capture)
@@ -174,7 +186,7 @@ def open_raw(path: str | Path, raw: RawOptions) -> Trace:
 
     explicit = {t for kind in per_id.values() for t in kind if t is not None}
     if single:
-        ids = sorted(set(described.items) | explicit) or [0]
+        ids = sorted(set(described.items) | explicit) or [raw.trace_id or 0]
         if len(ids) > 1:
             raise SnapshotError(
                 "the capture holds a single source, but several trace IDs are described: "
@@ -201,6 +213,7 @@ def open_raw(path: str | Path, raw: RawOptions) -> Trace:
     unplaced = {text for text, _ in per_id.get("set", {}).get(None, [])}
     detected = {g.trace_id: g for g in guess.streams}
     specs: list[TraceSpec] = []
+    pending: list[_Pending] = []
     for tid in ids:
         items = described.section(tid)
 
@@ -218,7 +231,7 @@ def open_raw(path: str | Path, raw: RawOptions) -> Trace:
                     f"--protocol {tid:#x}=PROTOCOL (etmv4, ete, ptm, etmv3, stm, itm)",
                     path=str(capture),
                 )
-            items.append(Item("format", _FAMILY_FORMAT[g.family], _CLI))
+            items.append(Item("format", _FAMILY_FORMAT[g.family], _DETECTED))
         for _, value in for_id("core"):
             items.append(Item("core", value.strip(), _CLI))
         source_type = [i.value for i in items if i.key.strip().lower() == "format"][-1]
@@ -238,12 +251,23 @@ def open_raw(path: str | Path, raw: RawOptions) -> Trace:
         try:
             specs.append(describe_source(f"trace_{tid:#04x}", items, path, line))
         except SnapshotError as exc:
-            raise _located(exc) from None
+            family = family_of(source_type)
+            if "cannot be decoded without" not in exc.message or family not in _INFERRED:
+                raise _located(exc) from None
+            g = detected.get(None if single else tid)
+            pending.append(
+                _Pending(tid, family, items, path, line, g.family if g else None, source_type)
+            )
     if unplaced:
         raise SnapshotError(
             f"--set {sorted(unplaced)[0]!r}: no trace source of this capture has that option"
         )
-    return _trace(capture, blob, fmt, specs, guess.confidence, raw.capture_format is None)
+    trace = _trace(capture, blob, fmt, specs, guess.confidence, raw.capture_format is None)
+    if extras:
+        trace = add_extras(trace, extras)
+    if pending:
+        trace = _infer(trace, pending, single, raw.trace_id)
+    return trace
 
 
 def _trace(
@@ -287,3 +311,137 @@ def _trace(
             )
         )
     return Trace([buffer], sources, description="raw capture", issues=issues)
+
+
+# Program-flow families whose configuration is inferred when the user does not give it.
+_INFERRED = ("etm4", "ete", "ptm", "etm3")
+_INFER_CAPTURE_BYTES = 1 << 20
+"""Bytes at the start of a capture read for the inference (a whole number of frames)."""
+_OTHER_FAMILY = {"etm3": ("ptm",), "ptm": ("etm3",)}
+
+
+@dataclass
+class _Pending:
+    """A source whose description lacks items that decoding needs: inferred later."""
+
+    trace_id: int
+    family: str
+    items: list[Item]
+    path: str
+    line: int | None
+    detected: str | None
+    source_type: str
+
+
+def _user_keys(items: list[Item]) -> tuple[set[str], str | None, bool]:
+    """Register and option names the user gave, their core type, and whether they named
+    the protocol (the detected protocol is given as an item with path ``detected``)."""
+    keys: set[str] = set()
+    core = None
+    named = False
+    for item in items:
+        low = item.key.strip().lower()
+        if low == "format":
+            named = named or item.path != _DETECTED
+        elif low == "core":
+            core = item.value.strip() or None
+        else:
+            keys.add(item.key.strip() if item.key.strip().isupper() else low)
+    return keys, core, named
+
+
+def _infer(trace: Trace, pending: list[_Pending], single: bool, label: int | None) -> Trace:
+    """``trace`` with a source for each pending one, configured by inference."""
+    buffer = trace.buffers[0]
+    data = bytearray()
+    for block in buffer.blocks():
+        data += block
+        if len(data) >= _INFER_CAPTURE_BYTES:
+            break
+    del data[_INFER_CAPTURE_BYTES:]
+    streams = demux(bytes(data), buffer.format).streams
+    memory = CodeMemories(trace).for_source(Source("infer", "", "", {}, (), core_name=None))
+    sources = list(trace.sources)
+    inferred: list[Inferred] = list(trace.inferred)
+    has_code = bool(trace.dumps or trace.images)
+    chosen: dict[str, dict[str, Any]] = {}
+    # The longest streams first: their settings are the start for the shorter ones
+    # (the sources of one capture are usually configured alike).
+    order = sorted(pending, key=lambda q: -len(streams.get(0 if single else q.trace_id) or b""))
+    for p in order:
+        stream = streams.get(0 if single else p.trace_id)
+        keys, core, named = _user_keys(p.items)
+        if named:
+            keys.add("format")
+
+        def complete(
+            fmt: str, regs: dict[str, int], cand_core: str, p: _Pending = p
+        ) -> tuple[dict[str, int], str, str] | None:
+            items = [Item("format", fmt, _CLI), Item("core", cand_core, _CLI)]
+            items += [Item(k, f"{v:#x}", _CLI) for k, v in regs.items()]
+            items += [i for i in p.items if i.path != _DETECTED]
+            try:
+                spec = describe_source(f"trace_{p.trace_id:#04x}", items, p.path, p.line)
+                regs_out = {r.name: r.value for r in spec.device.registers.values()}
+            except SnapshotError:
+                return None
+            version = Source("", "", spec.device.device_type, {}, ()).version
+            return regs_out, spec.core_type or cand_core, version
+
+        if stream is None or not len(stream):
+            raise SnapshotError(
+                f"trace ID {p.trace_id:#x}: no trace data to infer its configuration from; "
+                "describe it with --reg/--set",
+                path=buffer.origin.path or None,
+            )
+        family = p.family
+        others = () if named else _OTHER_FAMILY.get(family, ())
+        result: Inference = infer_source(
+            family,
+            stream,
+            p.trace_id,
+            keys,
+            core,
+            complete,
+            lambda _core: memory,
+            others,
+            chosen,
+            has_code,
+            p.family if named else None,
+        )
+        chosen.setdefault(result.family, result.candidate)
+        done = complete(result.protocol, result.registers, result.core)
+        assert done is not None
+        regs, core_type, _ = done
+        sources.append(
+            Source(
+                name=f"trace_{p.trace_id:#04x}",
+                protocol=protocol_name(result.protocol) or "",
+                source_type=result.protocol,
+                registers=regs,
+                buffers=(buffer.name,),
+                core=core_type,
+                core_name=f"core_{p.trace_id:#04x}",
+                origin=Origin("inferred"),
+            )
+        )
+        inferred.append(
+            Inferred(
+                trace_id=p.trace_id,
+                protocol=result.protocol,
+                core=core_type,
+                settings=dict(result.settings),
+                confidence=result.confidence,
+                evidence=result.evidence,
+            )
+        )
+    sources.sort(key=lambda s: _trace_id_of(s))
+    return replace(trace, sources=sources, inferred=inferred)
+
+
+def _trace_id_of(source: Source) -> int:
+    """The trace ID a raw capture's source was made for (its name says it)."""
+    try:
+        return int(source.name.rsplit("_", 1)[-1], 16)
+    except ValueError:
+        return 0

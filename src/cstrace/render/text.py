@@ -49,6 +49,7 @@ from cstrace.elements import (
 )
 from cstrace.errors import DiagKind
 from cstrace.render.ocsd.elements import mem_space_name
+from cstrace.trace import Inferred
 
 __all__ = ["HEADER", "element_details", "element_fields", "json_line", "text_line"]
 
@@ -283,4 +284,23 @@ def json_line(trace_id: int, elem: Element, buffer: str | None = None) -> str:
     obj["type"] = elem.TYPE.name
     for k, v in element_fields(elem).items():
         obj[k] = _json_value(v)
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def inferred_line(inferred: Inferred) -> str:
+    """The JSON-lines header object saying how a source's configuration was inferred.
+
+    ``{"inferred": {"id": 16, "protocol": "ETM4.6", "core": "ARM-AA64",
+    "settings": {...}, "confidence": 0.9, "evidence": "..."}}``
+    """
+    obj = {
+        "inferred": {
+            "id": inferred.trace_id,
+            "protocol": inferred.protocol,
+            "core": inferred.core,
+            "settings": dict(inferred.settings),
+            "confidence": inferred.confidence,
+            "evidence": inferred.evidence,
+        }
+    }
     return json.dumps(obj, separators=(",", ":"))

@@ -9,7 +9,8 @@ traced (bit 2 data values, bit 3 data addresses), bits 6:4 port size (b000 4-bit
 b001 8-bit, b010 16-bit), bit 8 branch output (every branch outputs its
 address), bit 12 cycle-accurate tracing, bit 13 half-rate clocking, bits 15:14
 context ID size (none, 8, 16 or 32 bits), bits 17:16 port mode (b00 normal, b01
-multiplexed, b10 demultiplexed).
+multiplexed, b10 demultiplexed: IHI 0014Q §2.10.1 table 2.15; the thesis gives
+b11 for demultiplexed, which the specification does not).
 """
 
 from __future__ import annotations

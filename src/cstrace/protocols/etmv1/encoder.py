@@ -115,6 +115,11 @@ class HwModel:
     """If non-zero, about one instruction in this many stalls 20-80 cycles."""
     trigger_cycle: int | None = None
     """Cycle that outputs the trigger (TR) status, if any."""
+    load_miss_every: int = 0
+    """ETMv2 with data values traced: if non-zero, about one single load in this many
+    misses in the data cache, its value output later as a Load Miss data packet."""
+    load_miss_delay: int = 6
+    """ETMv2: a missed load's value comes 1 to this many traced instructions later."""
 
 
 def step_of(read: Callable[[int, int], bytes], pc: int, thumb: bool) -> Step:

@@ -17,16 +17,30 @@ address: with reason 0 (periodic synchronisation) the TD of the TFO stands for
 an executed instruction at that address; with reasons 1-3 (trace enabled,
 restart after overflow, exit from debug) trace (re)starts there.
 
+A TFO packet with a load/store multiple in progress (LSiP, §6.5.3; §7.14.2
+says such a packet implies the execution of that instruction) names the LSM
+instruction, which is output as executed, whatever the reason; execution then
+goes on at the packet's instruction address (for reason 0 the TD stands for
+the LSM itself).
+
+Data packets of a cycle belong to its instruction (a ``CUSTOM`` element with a
+:class:`~cstrace.protocols.etmv1.decoder.DataTransfer`), except Load Miss
+packets (§6.4, table 6.2): a Load Miss occurred packet takes the place of the
+load's data (its address, if traced) and a tag; the value comes later, in any
+cycle, as a Load Miss data packet with the same tag, and the transfer is output
+then, with the load's address and the address of its instruction.
+
 A new context ID (TFO or context ID packet) selects its address space in the
 code memory (``set_context``).
 
 Branch addresses (cstrace's reading of the encoding, as ETMv3's original
-scheme, since the stored specification lost its figures): the first byte has
-bit 0 set and holds address bits [7:2] (ARM), [6:1] (Thumb) or [5:0] (Jazelle)
-in bits [6:1]; the next bytes hold 7 bits each; a fifth byte holds the top bits
-and the state: b00010AAA ARM (A[31:29]), b0010AAAA Thumb (A[31:28]), b01AAAAA
-Jazelle (A[31:27]). Bits not sent keep their previous value; a change of state
-sends all five bytes.
+scheme, since the stored specification lost its figures; see
+``docs/classic.md``): the first byte has bit 0 set and holds address bits
+[7:2] (ARM), [6:1] (Thumb) or [5:0] (Jazelle) in bits [6:1]; the next bytes
+hold 7 bits each; a fifth byte holds the top bits and the state: b0x001AAA ARM
+(A[31:29]), b0x01AAAA Thumb (A[31:28]), b0x1AAAAA Jazelle (A[31:27]), bit 6
+ignored. Bits not sent keep their previous value; a change of state sends all
+five bytes.
 """
 
 from __future__ import annotations
@@ -56,6 +70,8 @@ from cstrace.protocols.etmv2.packets import (
     BranchAddr,
     ContextIdPkt,
     Cycle2,
+    LoadMissData,
+    LoadMissOccurred,
     NormalData,
     ReservedPkt,
     TfoPacket,
@@ -64,16 +80,17 @@ from cstrace.protocols.etmv2.packets import (
 __all__ = ["decode_branch", "encode_branch", "iter_elements"]
 
 # ISA → (low address bit of the first byte, bits in the fifth byte, fifth-byte marker).
-_LAYOUT = {Isa.A32: (2, 3, 0x10), Isa.T32: (1, 4, 0x20), Isa.JAZELLE: (0, 5, 0x40)}
+_LAYOUT = {Isa.A32: (2, 3, 0x08), Isa.T32: (1, 4, 0x10), Isa.JAZELLE: (0, 5, 0x20)}
 
 
 def _isa_of_fifth(b: int) -> Isa | None:
-    if b & 0x40:
-        return Isa.JAZELLE
-    if b & 0x20:
-        return Isa.T32
-    if b & 0x10:
+    """The state a fifth address byte names (bits 7 and 5:3; bit 6 is not looked at)."""
+    if b & 0xB8 == 0x08:
         return Isa.A32
+    if b & 0xB0 == 0x10:
+        return Isa.T32
+    if b & 0xA0 == 0x20:
+        return Isa.JAZELLE
     return None
 
 
@@ -135,6 +152,8 @@ def iter_elements(
     ctxid: int | None = None
     last = 0
     pending: list[Element] = []
+    # Load misses waiting for their value, by tag: (instruction address, data address).
+    misses: dict[int, tuple[int | None, int | None]] = {}
 
     def ctx_elem(off: int) -> PEContext:
         info = PEContextInfo(ctxt_id_valid=ctxid is not None, context_id=ctxid or 0)
@@ -146,6 +165,24 @@ def iter_elements(
             yield from pending
             pending.clear()
 
+    def data_address(addr: bytes) -> int:
+        """The full data address of compressed address bytes (IHI 0014Q §6.4.2)."""
+        nonlocal daddr
+        v = 0
+        for k, b in enumerate(addr):
+            v |= ((b & 0xF) << 28) if k == 4 else ((b & 0x7F) << (7 * k))
+        bits = 32 if len(addr) == 5 else 7 * len(addr)
+        mask = (1 << bits) - 1
+        daddr = (daddr & ~mask & 0xFFFFFFFF) | v
+        return daddr
+
+    def lsm_executed(off: int, pk: TfoPacket, lsm: int) -> Iterator[Element]:
+        """An LSM-in-progress TFO: the LSM executed, then execution goes on at the address."""
+        f.pc, f.thumb = lsm & ~1, bool(lsm & 1)
+        yield from _execute(f, off, None, pending)
+        # The packet says where execution goes on, even when the image lacks the LSM.
+        f.pc, f.thumb, f.ok = pk.address & ~1, bool(pk.address & 1), True
+
     for p in packets:
         if not isinstance(p, Cycle2):
             continue
@@ -156,6 +193,7 @@ def iter_elements(
         group = p.group or ()
         branch: BranchAddr | None = None
         data: list[NormalData] = []
+        miss: LoadMissOccurred | None = None
         for pk in group:
             if isinstance(pk, TfoPacket):
                 if pk.context_id is not None and pk.context_id != ctxid:
@@ -163,24 +201,39 @@ def iter_elements(
                     f.mem.set_context(ctxid)
                 baddr = pk.address & ~1
                 bisa = Isa.JAZELLE if pk.jazelle else (Isa.T32 if pk.address & 1 else Isa.A32)
+                lsm = pk.lsm_address
                 if pk.reason == 0 and f.ok:
-                    # A periodic TFO: its TD stands for an executed instruction.
-                    f.pc, f.thumb = pk.address & ~1, bool(pk.address & 1)
-                    yield from _execute(f, off, None, pending)
+                    # A periodic TFO: its TD stands for an executed instruction
+                    # (the LSM, for an LSM-in-progress packet).
+                    if lsm is not None:
+                        yield from lsm_executed(off, pk, lsm)
+                    else:
+                        f.pc, f.thumb = pk.address & ~1, bool(pk.address & 1)
+                        yield from _execute(f, off, None, pending)
                     continue
                 yield from flush(off)
                 why = {2: TraceOnReason.OVERFLOW, 3: TraceOnReason.EX_DEBUG}.get(
                     pk.reason, TraceOnReason.NORMAL
                 )
+                if pk.reason == 2:
+                    misses.clear()  # values of loads before the overflow are lost
                 f.pc, f.thumb, f.ok = pk.address & ~1, bool(pk.address & 1), True
                 yield TraceOn(off, why)
                 yield ctx_elem(off)
-                if pk.reason == 0:
+                if lsm is not None:
+                    yield from lsm_executed(off, pk, lsm)
+                elif pk.reason == 0:
                     yield from _execute(f, off, None, pending)
             elif isinstance(pk, BranchAddr):
                 branch = pk
             elif isinstance(pk, NormalData):
                 data.append(pk)
+            elif isinstance(pk, LoadMissOccurred):
+                miss = pk
+            elif isinstance(pk, LoadMissData):
+                pc_addr = misses.pop(pk.tag, (None, None))
+                value = pk.value if config.data_value else None
+                pending.append(Custom(off, DataTransfer(pc_addr[0], pc_addr[1], value)))
             elif isinstance(pk, ContextIdPkt):
                 if pk.value != ctxid:
                     ctxid = pk.value
@@ -206,16 +259,12 @@ def iter_elements(
         if data:
             address: int | None = None
             if data[0].first and config.data_addr and data[0].addr:
-                n = len(data[0].addr)
-                v = 0
-                for k, b in enumerate(data[0].addr):
-                    v |= ((b & 0xF) << 28) if k == 4 else ((b & 0x7F) << (7 * k))
-                bits = 32 if n == 5 else 7 * n
-                mask = (1 << bits) - 1
-                daddr = (daddr & ~mask & 0xFFFFFFFF) | v
-                address = daddr
+                address = data_address(data[0].addr)
             value = b"".join(d.value for d in data) if config.data_value else None
             dt = DataTransfer(f.pc if f.ok else None, address, value)
+        miss_address: int | None = None
+        if miss is not None and miss.first and config.data_addr and miss.addr:
+            miss_address = data_address(miss.addr)
         if st in (4, 5):
             if target is not None and f.ok:
                 vec = None if tthumb else _vector(target)
@@ -251,6 +300,8 @@ def iter_elements(
         if dt is not None:
             dt.pc = f.pc
             pending.append(Custom(off, dt))
+        if miss is not None:
+            misses[miss.tag] = (f.pc, miss_address)
         yield from _execute(
             f, off, (target, tthumb) if target is not None else None, pending, executed
         )

@@ -2,8 +2,9 @@
 
 Input: nothing (definitions). Output: :class:`V2Status` (the 4-bit PIPESTAT
 encodings), the trace packets that travel through the FIFO (:class:`BranchAddr`,
-:class:`NormalData`, :class:`ContextIdPkt`, :class:`ValueNotTraced`,
-:class:`TfoPacket`, :class:`ReservedPkt`) and :class:`Cycle2`, the packet of the
+:class:`NormalData`, :class:`LoadMissOccurred`, :class:`LoadMissData`,
+:class:`ContextIdPkt`, :class:`ValueNotTraced`, :class:`TfoPacket`,
+:class:`ReservedPkt`) and :class:`Cycle2`, the packet of the
 ETMv2 reader: one trace-port cycle, with the group of FIFO packets that its
 PIPESTAT placed (found later on TRACEPKT, see :mod:`.reader`).
 
@@ -24,6 +25,8 @@ __all__ = [
     "ContextIdPkt",
     "Cycle2",
     "FifoPacket",
+    "LoadMissData",
+    "LoadMissOccurred",
     "NormalData",
     "ReservedPkt",
     "TfoPacket",
@@ -85,6 +88,44 @@ class NormalData(FifoPacket):
         return f"NormalData(first={self.first}, addr={self.addr.hex()}, value={self.value.hex()})"
 
 
+class LoadMissOccurred(FifoPacket):
+    """A load that missed in the data cache: header bC1A1TT00, optional address bytes.
+
+    Placed in the cycle of the load instruction instead of a Normal Data
+    packet; ``tag`` (TT) names the miss, whose value comes later in a
+    :class:`LoadMissData` packet with the same tag. ``first`` is the A bit
+    (the first data packet of its instruction: a data address follows when
+    data addresses are traced).
+    """
+
+    __slots__ = ("addr", "first", "tag")
+
+    def __init__(self, tag: int, first: bool, addr: bytes) -> None:
+        self.tag = tag
+        self.first = first
+        self.addr = addr
+
+    def __repr__(self) -> str:
+        return f"LoadMissOccurred(tag={self.tag}, first={self.first}, addr={self.addr.hex()})"
+
+
+class LoadMissData(FifoPacket):
+    """The value of an earlier load miss: header bCTT0SS00 and the value bytes.
+
+    ``tag`` (TT) matches the :class:`LoadMissOccurred` packet of the load;
+    ``value`` holds 1, 2 or 4 bytes (SS) when data values are traced.
+    """
+
+    __slots__ = ("tag", "value")
+
+    def __init__(self, tag: int, value: bytes) -> None:
+        self.tag = tag
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"LoadMissData(tag={self.tag}, value={self.value.hex()})"
+
+
 class ContextIdPkt(FifoPacket):
     """A context ID packet: header bC1101110 and the context ID bytes."""
 
@@ -119,21 +160,35 @@ class ReservedPkt(FifoPacket):
 
 
 class TfoPacket(FifoPacket):
-    """The packet a TFO places in the FIFO: header (reason), context ID, full address."""
+    """The packet a TFO places in the FIFO: header (reason), context ID, full address.
 
-    __slots__ = ("address", "context_id", "jazelle", "lsip", "reason")
+    An LSM-in-progress TFO packet (``lsip``) also gives ``lsm_address``, the
+    address of the load/store multiple instruction still transferring data
+    (bit 0 Thumb), whose execution the packet implies; ``address`` is then
+    where execution goes on (see ``docs/classic.md`` for this layout).
+    """
+
+    __slots__ = ("address", "context_id", "jazelle", "lsip", "lsm_address", "reason")
 
     def __init__(
-        self, reason: int, address: int, context_id: int | None, lsip: bool, jazelle: bool
+        self,
+        reason: int,
+        address: int,
+        context_id: int | None,
+        lsip: bool,
+        jazelle: bool,
+        lsm_address: int | None = None,
     ) -> None:
         self.reason = reason
         self.address = address
         self.context_id = context_id
         self.lsip = lsip
         self.jazelle = jazelle
+        self.lsm_address = lsm_address
 
     def __repr__(self) -> str:
-        return f"TfoPacket(reason={self.reason}, address={self.address:#x})"
+        lsm = "" if self.lsm_address is None else f", lsm_address={self.lsm_address:#x}"
+        return f"TfoPacket(reason={self.reason}, address={self.address:#x}{lsm})"
 
 
 class Cycle2(Packet):

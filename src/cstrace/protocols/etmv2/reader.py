@@ -7,9 +7,10 @@ per cycle, in order.
 ETMv2 packets carry headers, so the FIFO byte stream can be cut without the
 code image (IHI 0014Q §6.2): a byte with bit 0 set starts a branch address
 (1-5 bytes, bit 7 = more), any other byte is a header looked up in a 256-entry
-table built from the rows of table 6.2; the C bit (bit 7) of a header says that
-more packets were placed in the same cycle, and a branch address is always the
-last. Cycles whose PIPESTAT carries a "D" place one such group; the groups
+table built from the rows of table 6.2 (normal data, load miss occurred, load
+miss data, value not traced, context ID); the C bit (bit 7) of a header says
+that more packets were placed in the same cycle, and a branch address is always
+the last. Cycles whose PIPESTAT carries a "D" place one such group; the groups
 leave the FIFO in order.
 
 Synchronisation (``seeds/002``; IHI 0014Q §6.5): a TD cycle with TRACEPKT[0]
@@ -41,6 +42,8 @@ from cstrace.protocols.etmv2.packets import (
     ContextIdPkt,
     Cycle2,
     FifoPacket,
+    LoadMissData,
+    LoadMissOccurred,
     NormalData,
     ReservedPkt,
     TfoPacket,
@@ -71,6 +74,10 @@ class HeaderKind(IntEnum):
     VALUE_NOT_TRACED = 2
     CONTEXT_ID = 3
     RESERVED = 4
+    LOAD_MISS = 5
+    """Load Miss occurred (bC1A1TT00): a load missed; its value follows later, tagged TT."""
+    LOAD_MISS_DATA = 6
+    """Load Miss data (bCTT0SS00): the value of the load miss tagged TT, SS its size."""
 
 
 # (value, mask, kind, source), in the order of table 6.2.
@@ -78,6 +85,8 @@ HEADER_ROWS: tuple[tuple[int, int, HeaderKind, str], ...] = (
     (0b00000010, 0b01010011, HeaderKind.NORMAL_DATA, "6.2 table 6.2: bC0A0SS10"),
     (0b01101010, 0b01111111, HeaderKind.VALUE_NOT_TRACED, "6.2 table 6.2: bC1101010"),
     (0b01101110, 0b01111111, HeaderKind.CONTEXT_ID, "6.2 table 6.2: bC1101110"),
+    (0b01010000, 0b01010011, HeaderKind.LOAD_MISS, "6.2 table 6.2: bC1A1TT00"),
+    (0b00000000, 0b00010011, HeaderKind.LOAD_MISS_DATA, "6.2 table 6.2: bCTT0SS00"),
     (0b00000001, 0b00000001, HeaderKind.BRANCH, "6.2: branch addresses cXXXXXX1"),
 )
 
@@ -133,7 +142,9 @@ class _Parser:
         self.buf = bytearray()
         self.pkts: list[FifoPacket] = []
         self.need = 0  # bytes still expected for the packet being cut
-        self.mode = 0  # 0 header, 1 branch, 2 data address, 3 data value, 4 ctxid, 5 tfo
+        # 0 header, 1 branch, 2 data address, 3 data value, 4 ctxid, 6 value not
+        # traced, 7 load miss address, 8 load miss value
+        self.mode = 0
         self.first = False
         self.broken = False
         self.addr_end = 1
@@ -166,7 +177,9 @@ class _Parser:
             c = cfg.ctxid_bytes
             ctx = int.from_bytes(buf[1 : 1 + c], "little") if c else None
             addr = int.from_bytes(buf[1 + c : 5 + c], "little")
-            pkt = TfoPacket((h >> 5) & 3, addr, ctx, bool(h & 0x80), bool(h & 0x10))
+            lsip = bool(h & 0x80)
+            lsm = int.from_bytes(buf[5 + c : 9 + c], "little") if lsip else None
+            pkt = TfoPacket((h >> 5) & 3, addr, ctx, lsip, bool(h & 0x10), lsm)
             self._finish_group(u, [pkt], done)
             return
         # A group of trace packets.
@@ -186,6 +199,22 @@ class _Parser:
                 self.mode = 2 if (self.first and cfg.data_addr) else 3
                 self.need = size if cfg.data_value else 0
                 if self.mode == 3 and self.need == 0:
+                    self._end_packet(done)
+                return
+            if hk == HeaderKind.LOAD_MISS:
+                self.first = bool(b & 0x20)
+                self.mode = 7
+                if not (self.first and cfg.data_addr):
+                    self._end_packet(done)
+                return
+            if hk == HeaderKind.LOAD_MISS_DATA:
+                size = _DATA_SIZES[(b >> 2) & 3]
+                if size == 0:
+                    self._reserved(b, done)
+                    return
+                self.mode = 8
+                self.need = size if cfg.data_value else 0
+                if self.need == 0:
                     self._end_packet(done)
                 return
             if hk == HeaderKind.VALUE_NOT_TRACED:
@@ -218,6 +247,14 @@ class _Parser:
             return
         if self.mode == 4 and len(buf) - 1 >= self.need:
             self._end_packet(done)
+            return
+        if self.mode == 7:
+            if not b & 0x80 or len(buf) == 6:
+                self.addr_end = len(buf)
+                self._end_packet(done)
+            return
+        if self.mode == 8 and len(buf) - 1 >= self.need:
+            self._end_packet(done)
 
     def _reserved(self, b: int, done: dict[int, tuple[FifoPacket, ...]]) -> None:
         u = self.units[0]
@@ -237,6 +274,10 @@ class _Parser:
                 pkt = NormalData(self.first, buf[1:a_end], buf[a_end:])
             elif mode == 4:
                 pkt = ContextIdPkt(int.from_bytes(buf[1:], "little"))
+            elif mode == 7:
+                pkt = LoadMissOccurred((buf[0] >> 2) & 3, self.first, buf[1 : self.addr_end])
+            elif mode == 8:
+                pkt = LoadMissData((buf[0] >> 5) & 3, buf[1:])
             else:
                 pkt = ValueNotTraced()
         self.pkts.append(pkt)
@@ -280,6 +321,9 @@ def iter_packets(
     synced = False
     tfo_parts: list[int] = []  # TRACEPKT nibbles/bytes still owed to a TFO value
     tfo_cycle = -1
+    # Cycles that placed packets while a TFO value was still being output (a
+    # trigger cycle between its two nibbles): their groups follow the TFO packet.
+    held: list[int] = []
     gap_owed = False
     half: int | None = None  # 4-bit: the low nibble of a byte being output
     sync_from = n
@@ -314,13 +358,19 @@ def iter_packets(
             continue
         if trig[t]:
             if synced and places_packets(st):
-                p.add("grp", t)
+                if tfo_cycle >= 0:
+                    held.append(t)
+                else:
+                    p.add("grp", t)
             continue
         if tfo_cycle >= 0:
             tfo_parts.append(pkt & (0xF if width == 4 else 0xFF))
             if len(tfo_parts) >= (2 if width == 4 else 1):
                 mid = half is not None and synced
                 _tfo_complete(tfo_cycle, tfo_parts, width, p, tfo_at, mid)
+                for h in held:
+                    p.add("grp", h)
+                held.clear()
                 if mid:
                     gap_owed = True
                 if not synced:

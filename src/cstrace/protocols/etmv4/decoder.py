@@ -42,8 +42,7 @@ resolves it. Some behaviours of the reference (OpenCSD 1.8) are kept on
 purpose because its listings show them: the PE context survives resets (and,
 through ``context.state``, the buffers of a session); after a Q element the
 commit step removes the next stacked element too; an ETE source address is not
-a P0 element for cancelling; with TRCIDR0.COMMOPT == 1 cycle-count packets
-commit nothing.
+a P0 element for cancelling.
 """
 
 from __future__ import annotations
@@ -329,7 +328,6 @@ class Etmv4Decoder:
         self.fast_atoms = self.max_spec_depth == 0
         self.comm_trans_p0 = bool(getattr(config, "comm_trans_p0", True))
         self.ts_with_cc = bool(getattr(config, "cycle_counting", False))
-        self.commit_opt1 = bool(getattr(config, "commit_opt1", False))
         idr0 = int(getattr(config, "idr0", 0))
         self.ete_has_ts_marker = int(getattr(config, "full_version", 0)) >= 0x51 and bool(
             idr0 & 0x800000
@@ -588,10 +586,9 @@ class Etmv4Decoder:
         elif kind == K_CCNT:
             self.last_cc = pkt.count
             stack.append([_CC, False, idx, pkt.count, 0, 0])
-            if not self.commit_opt1:
-                # With TRCIDR0.COMMOPT == 1 cycle counts imply no commit (the
-                # corpus shows 1.8.0 ignores the format-2 commit field then).
-                self.res_commit = pkt.commit or 0
+            # Under TRCIDR0.COMMOPT == 0 a cycle count also commits elements;
+            # the reader gives no commit under COMMOPT == 1.
+            self.res_commit = pkt.commit or 0
         elif kind == K_TIMESTAMP:
             if self.ts_with_cc:
                 # The reference takes the packet processor's last cycle count,

@@ -154,9 +154,22 @@ def cycle_count_f1(count: int | None, commit: int | None = None) -> bytes:
     return out
 
 
-def cycle_count_f2(count: int, commit: int) -> bytes:
-    """Cycle count format 2: 4-bit count above the threshold, commit 1..16 (small form)."""
-    return bytes((0x0C, ((commit - 1) & 0xF) << 4 | (count & 0xF)))
+def cycle_count_f2(count: int, commit: int, max_spec: int | None = None) -> bytes:
+    """Cycle count format 2: 4-bit count above the threshold and a commit.
+
+    Without ``max_spec`` the small form (header bit 0 clear) commits 1-16
+    elements. With it (TRCIDR8.MAXSPEC) the large form (header bit 0 set)
+    commits ``max_spec - 15`` to ``max_spec`` elements. Raises ``ValueError``
+    for a commit the chosen form cannot express.
+    """
+    if max_spec is None:
+        if not 1 <= commit <= 16:
+            raise ValueError(f"format 2 small form commits 1-16 elements, not {commit}")
+        return bytes((0x0C, (commit - 1) << 4 | (count & 0xF)))
+    field = commit - (max_spec - 15)
+    if not 0 <= field <= 15:
+        raise ValueError(f"format 2 large form commits {max_spec - 15}-{max_spec}, not {commit}")
+    return bytes((0x0D, field << 4 | (count & 0xF)))
 
 
 def cycle_count_f3(count: int, commit: int = 1) -> bytes:

@@ -766,14 +766,25 @@ def read_cycle_count_f1(
 def read_cycle_count_f2(
     data: bytes, pos: int, end: int, off: int, st: ReaderState
 ) -> tuple[Etmv4Packet, int] | None:
-    """Cycle count format 2 (ETE D5.3): one byte, count in [3:0], commit in [7:4]."""
+    """Cycle count format 2 (ETE D5.3): one byte, count in [3:0], commit in [7:4].
+
+    Bit 0 of the header (F) chooses the commit form: clear, the field is the
+    number of elements less one (1-16); set, it counts up from the maximum
+    speculation depth less 15 (TRCIDR8.MAXSPEC - 15 + field), so that a deep
+    speculation window can be committed by one packet. A form that comes out
+    below zero (MAXSPEC under 15) commits nothing. Under TRCIDR0.COMMOPT == 1
+    the packet commits nothing.
+    """
     if pos + 1 >= end:
         return None
+    hdr = data[pos]
     c1 = data[pos + 1]
-    base = (st.max_spec - 15) if c1 & 0x1 else 1
-    commit = ((c1 >> 4) & 0xF) + base
+    commit: int | None = None
+    if not st.commit_opt1:
+        base = (st.max_spec - 15) if hdr & 0x1 else 1
+        commit = max(0, ((c1 >> 4) & 0xF) + base)
     count = st.cc_thr + (c1 & 0xF)
-    return CycleCount(off, data[pos : pos + 2], st.kinds[data[pos]], count, commit), pos + 2
+    return CycleCount(off, data[pos : pos + 2], st.kinds[hdr], count, commit), pos + 2
 
 
 def read_cycle_count_f3(

@@ -1,0 +1,148 @@
+"""Decode my dump: a raw capture and the program's code, nothing else.
+
+Captures are made with the project's encoders for a small Thumb program (a
+Cortex-M3-style ETMv3.4 source in CoreSight frames, as a SWO/TPIU capture
+carries it). Each is decoded twice through the command line: once with the
+registers and core named, as a user who knows them would, and once with only
+the capture and its code, so that configuration is inferred. Both must give the
+same elements, and the inferred settings must be the ones the trace was made
+with.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cstrace.capture.encode import format_frames
+from cstrace.elements import Isa
+from cstrace.protocols.etmv3 import encoder as e3
+
+
+def _halfwords(*values: int) -> bytes:
+    return b"".join(v.to_bytes(2, "little") for v in values)
+
+
+# 0x8000: movs r0,#0; adds r0,#1; cmp r0,#3; bne 0x8002; bl 0x8010; b .; nop
+# 0x8010: nop; bx lr   (then padding)
+CODE = _halfwords(0x2000, 0x3001, 0x2803, 0xD1FC, 0xF000, 0xF802, 0xE7FE, 0xBF00)
+CODE += _halfwords(0xBF00, 0x4770, 0xBF00, 0xBF00)
+ETM_ID = 0x02
+ETMIDR_M3 = 0x4114F240  # ETMv3.4, alternative branch encoding (bit 20)
+
+
+def _etm_trace(cycle_accurate: bool, rounds: int = 40) -> bytes:
+    """The program's loop and call, ``rounds`` times, each time re-synchronised."""
+    out = bytearray(e3.encode_async())
+    for _ in range(rounds):
+        out += e3.encode_isync(0x8000, Isa.T32, cycle_count=1 if cycle_accurate else None)
+        if cycle_accurate:
+            out += e3.encode_phdr("WEWEWEWE", True) + e3.encode_phdr("WEWEWEWE", True)
+            out += e3.encode_phdr("WEWN", True) + e3.encode_phdr("WEWEWE", True)
+        else:
+            out += e3.encode_phdr("EEEEEEEEEN") + e3.encode_phdr("EEE")
+        out += e3.encode_branch(0x800C, Isa.T32, 0x8012, alt=True)
+        out += e3.encode_phdr("WEWEWE", True) if cycle_accurate else e3.encode_phdr("EEE")
+        out += e3.encode_async()
+    return bytes(out)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cstrace.cli", *args], capture_output=True, text=True, check=False
+    )
+
+
+def _elements(stdout: str) -> list[dict[str, object]]:
+    rows = [json.loads(line) for line in stdout.splitlines()]
+    return [r for r in rows if "type" in r]
+
+
+@pytest.mark.parametrize("cycle_accurate", [False, True])
+def test_etmv3_m_profile_capture_decodes_as_with_its_registers(
+    tmp_path: Path, cycle_accurate: bool
+) -> None:
+    capture = tmp_path / "swo.bin"
+    capture.write_bytes(format_frames([(ETM_ID, _etm_trace(cycle_accurate))]))
+    code = tmp_path / "code.bin"
+    code.write_bytes(CODE)
+    etmcr = 0xC00 | (0x1000 if cycle_accurate else 0)
+    given = _cli(
+        "decode",
+        str(capture),
+        f"--memory={code}@0x8000",
+        "--protocol=2=ETM3.4",
+        "--core=2=Cortex-M3",
+        f"--reg=2:ETMCR={etmcr:#x}",
+        f"--reg=2:ETMIDR={ETMIDR_M3:#x}",
+        "--reg=2:ETMCCER=0",
+        "--format=jsonl",
+    )
+    assert given.returncode == 0, given.stderr
+    inferred = _cli("decode", str(capture), f"--memory={code}@0x8000", "--format=jsonl")
+    assert inferred.returncode == 0, inferred.stderr
+    want, got = _elements(given.stdout), _elements(inferred.stdout)
+    executed = sum(int(str(r.get("num_instr", 0))) for r in want if r["type"] == "INSTR_RANGE")
+    assert executed >= 40 * 16
+    assert got == want
+    head = json.loads(inferred.stdout.splitlines()[0])["inferred"]
+    assert head["id"] == ETM_ID and head["protocol"].startswith("ETM3")
+    assert head["settings"]["cyclecount"] == ("1" if cycle_accurate else "0")
+    assert head["settings"]["context_id"] == "0"
+    assert 0 < head["confidence"] <= 1
+
+
+def test_info_prints_the_inferred_configuration(tmp_path: Path) -> None:
+    capture = tmp_path / "swo.bin"
+    capture.write_bytes(format_frames([(ETM_ID, _etm_trace(True))]))
+    code = tmp_path / "code.bin"
+    code.write_bytes(CODE)
+    done = _cli("info", str(capture), f"--memory={code}@0x8000")
+    assert done.returncode == 0, done.stderr
+    lines = [ln for ln in done.stdout.splitlines() if "configuration inferred" in ln]
+    assert len(lines) == 1 and "trace ID 0x02" in lines[0] and "ETM3" in lines[0]
+    assert "cyclecount=1" in done.stdout
+
+
+def test_random_bytes_give_clear_output(tmp_path: Path) -> None:
+    import random
+
+    rng = random.Random(11)
+    capture = tmp_path / "noise.bin"
+    capture.write_bytes(bytes(rng.randrange(256) for _ in range(50_000)))
+    info = _cli("info", str(capture))
+    assert info.returncode == 0 and "Traceback" not in info.stderr
+    assert "configuration: not found" in info.stdout
+    decode = _cli("decode", str(capture))
+    assert decode.returncode == 2 and "Traceback" not in decode.stderr
+    assert decode.stderr.count("\n") <= 2 and "protocol not recognised" in decode.stderr
+    # Named as ETMv4, the noise is decoded with an inferred configuration: no traceback.
+    forced = _cli("decode", str(capture), "--protocol=etmv4", "--format=jsonl")
+    assert "Traceback" not in forced.stderr
+    assert forced.returncode in (0, 2)
+
+
+def test_package_keeps_what_was_inferred(tmp_path: Path) -> None:
+    capture = tmp_path / "swo.bin"
+    capture.write_bytes(format_frames([(ETM_ID, _etm_trace(True))]))
+    code = tmp_path / "code.bin"
+    code.write_bytes(CODE)
+    made = _cli("package", str(capture), str(tmp_path / "dump.zip"), f"--memory={code}@0x8000")
+    assert made.returncode == 0, made.stderr
+    inferred = _cli("decode", str(capture), f"--memory={code}@0x8000", "--format=jsonl")
+    packaged = _cli("decode", str(tmp_path / "dump.zip"), "--format=jsonl")
+    assert packaged.returncode == 0, packaged.stderr
+    # The package decodes with no options, and nothing is inferred again.
+    assert "inferred" not in packaged.stdout.splitlines()[0]
+    strip = [{k: v for k, v in r.items() if k != "buffer"} for r in _elements(inferred.stdout)]
+    again = [{k: v for k, v in r.items() if k != "buffer"} for r in _elements(packaged.stdout)]
+    assert again == strip and len(again) > 100
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "dump.zip") as z:
+        contents = z.read("contents.ini").decode()
+    assert "; configuration trace ID 0x02: ETM3" in contents and "cyclecount=1" in contents
