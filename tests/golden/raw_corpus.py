@@ -16,6 +16,7 @@ from pathlib import Path
 
 from cstrace.decode import Session
 from cstrace.inputs import Extras, RawOptions, open_input, read_snapshot
+from cstrace.protocols import DecodeOptions
 from cstrace.render.ocsd import listing_lines
 from cstrace.trace import Trace
 from tests.golden.corpus import using_buffer
@@ -81,7 +82,8 @@ def open_case(case: RawCase) -> Trace:
 def raw_listing(case: RawCase) -> list[str]:
     """The OpenCSD-format listing of the raw capture, decoded with inferred configuration."""
     trace = open_case(case)
-    session = Session(trace)
+    # The OpenCSD listing waits for synchronisation, as --format ocsd does.
+    session = Session(trace, DecodeOptions(decode_before_sync=False))
     lines: list[str] = []
     for buffer in trace.buffers:
         decoded = session.open_buffer(buffer)

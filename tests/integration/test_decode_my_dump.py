@@ -11,6 +11,7 @@ with.
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -146,3 +147,60 @@ def test_package_keeps_what_was_inferred(tmp_path: Path) -> None:
     with zipfile.ZipFile(tmp_path / "dump.zip") as z:
         contents = z.read("contents.ini").decode()
     assert "; configuration trace ID 0x02: ETM3" in contents and "cyclecount=1" in contents
+
+
+def _itm_trace() -> tuple[bytes, dict[str, int]]:
+    """An ITM/DWT stream with no synchronisation packet, as an SWO capture of a Cortex-M
+    often is: stimulus port strings, PC samples, exception entries and returns, data
+    watchpoint events and overflows; and how many of each it holds."""
+    from cstrace.protocols.itm import packets as itm
+    from cstrace.protocols.itm.encoder import encode_packets
+
+    pkts: list[itm.ItmPacket] = []
+    counts = {"swit": 0, "pc": 0, "exception": 0, "watchpoint": 0, "overflow": 0}
+    for k in range(30):
+        for ch in (b"On", b"Off", b"Sort")[k % 3]:
+            pkts.append(itm.Swit(0, b"", 0, ch, 1))
+            counts["swit"] += 1
+        pkts.append(itm.Dwt(0, b"", 2, 0x8000 + 2 * (k % 8), 4))
+        counts["pc"] += 1
+        if k % 4 == 0:
+            pkts += [itm.Dwt(0, b"", 1, 0x1000 | 15, 2), itm.Dwt(0, b"", 1, 0x3000, 2)]
+            counts["exception"] += 2
+        if k % 5 == 0:
+            pkts += [itm.Dwt(0, b"", 8, 0x8004, 4), itm.Dwt(0, b"", 17, k, 1)]
+            counts["watchpoint"] += 2
+        if k % 7 == 3:
+            pkts.append(itm.Overflow(0, b""))
+            counts["overflow"] += 1
+    return encode_packets(pkts), counts
+
+
+def test_swo_capture_with_itm_without_sync(tmp_path: Path) -> None:
+    # ETMv3 on ID 2 and ITM/DWT on ID 1 (no ITM sync at all), with only the code given.
+    etm = _etm_trace(False)
+    itm_bytes, counts = _itm_trace()
+    etm_pieces = [(ETM_ID, etm[i : i + 40]) for i in range(0, len(etm), 40)]
+    itm_pieces = [(0x01, itm_bytes[i : i + 24]) for i in range(0, len(itm_bytes), 24)]
+    pieces = [p for pair in itertools.zip_longest(etm_pieces, itm_pieces) for p in pair if p]
+    capture = tmp_path / "swo.bin"
+    capture.write_bytes(format_frames(pieces))
+    code = tmp_path / "code.bin"
+    code.write_bytes(CODE)
+    info = _cli("info", str(capture), f"--memory={code}@0x8000")
+    assert "trace ID 0x01" in info.stdout and "ITM" in info.stdout, info.stdout
+    done = _cli("decode", str(capture), f"--memory={code}@0x8000", "--format=jsonl")
+    assert done.returncode == 0, done.stderr
+    rows = _elements(done.stdout)
+    items = [r for r in rows if r["id"] == 1 and r["type"] == "ITMTRACE"]
+    by_kind = {
+        "swit": sum(1 for r in items if r["pkt_type"] == "SWIT"),
+        "pc": sum(1 for r in items if r["pkt_type"] == "DWT" and r["src_id"] == 2),
+        "exception": sum(1 for r in items if r["pkt_type"] == "DWT" and r["src_id"] == 1),
+        "watchpoint": sum(1 for r in items if r["pkt_type"] == "DWT" and r["src_id"] >= 8),
+        "overflow": sum(1 for r in items if r["overflow"]),
+    }
+    assert by_kind == counts
+    text = "".join(chr(int(str(r["value"]))) for r in items if r["pkt_type"] == "SWIT")
+    assert text.startswith("OnOffSort")
+    assert sum(int(str(r.get("num_instr", 0))) for r in rows if r["id"] == ETM_ID) >= 40 * 16
