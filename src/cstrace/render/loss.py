@@ -1,0 +1,127 @@
+"""What the trace lost, as text: the summary of ``cstrace decode`` and ``cstrace info``.
+
+Input: a :class:`~cstrace.analyses.loss.LossReport`; output: text lines, one
+heading per trace source and indented lines for what it gave and lost::
+
+    ETB_0 trace ID 0x10 (ETM_0, etmv4): 102 bytes, 23 packets, 31 elements
+      synchronisation: 1 at 0
+      timestamps: 3, first 0x1250, last 0x18f0
+      lost: nothing (no overflow, bad packet, resynchronisation or missing code)
+
+Offsets are capture indices (the ``Idx`` of the listings), in decimal;
+addresses and timestamps are in hexadecimal. JSON comes from the report's own
+``to_dict()``.
+"""
+
+from __future__ import annotations
+
+from cstrace.analyses.loss import LossReport, NotDecoded, Occurrences, SourceLoss
+from cstrace.render.ocsd.elements import mem_space_name
+
+__all__ = ["loss_lines", "not_decoded_line", "occurrences_text", "source_lines"]
+
+
+def _words(name: str) -> str:
+    """``BAD_PACKET`` -> ``bad packet``."""
+    return name.lower().replace("_", " ")
+
+
+def occurrences_text(occ: Occurrences) -> str:
+    """``3 at 10, 20 and 30``; kinds in brackets (once when they are all the same)."""
+    if not occ.count:
+        return "none"
+    kinds = {o.what for o in occ.first}
+    same = len(kinds) == 1
+    places = [
+        f"{o.offset}" if same or not o.what else f"{o.offset} ({_words(o.what)})" for o in occ.first
+    ]
+    head = f"{occ.count}"
+    if same and next(iter(kinds)):
+        head += f" ({_words(next(iter(kinds)))})"
+    if occ.more:
+        places.append(f"{occ.more} more")
+    if len(places) == 1:
+        listed = places[0]
+    else:
+        listed = ", ".join(places[:-1]) + " and " + places[-1]
+    return f"{head} at {listed}"
+
+
+def source_lines(loss: SourceLoss) -> list[str]:
+    """The lines for one trace source of one buffer."""
+    out = [
+        f"{loss.buffer} trace ID {loss.trace_id:#x} ({loss.source}, {loss.protocol}): "
+        f"{loss.bytes} bytes, {loss.packets} packets, {loss.elements} elements"
+    ]
+    add = out.append
+    if not loss.bytes and not loss.packets:
+        out[0] += ": no trace for this source"
+        return out
+    if loss.packet_level:
+        add(f"  synchronisation: {occurrences_text(loss.syncs)}")
+        if loss.unsynced_bytes:
+            add(
+                f"  not synchronised: {loss.unsynced_bytes} bytes not decoded (before the "
+                "first synchronisation, or while looking for the next)"
+            )
+    if loss.overflows.count:
+        add(f"  overflows: {occurrences_text(loss.overflows)}")
+    if loss.bad_packets.count:
+        add(f"  bad packets: {occurrences_text(loss.bad_packets)}")
+    if loss.resyncs.count:
+        add(f"  resynchronisations: {occurrences_text(loss.resyncs)}")
+    if loss.truncated.count:
+        add(f"  cut by the end of the trace: {occurrences_text(loss.truncated)}")
+    for kind, occ in loss.diagnostics.items():
+        add(f"  decoder diagnostic {_words(kind)}: {occurrences_text(occ)}")
+    if loss.stopped_at is not None:
+        add(
+            f"  decoding stopped at {loss.stopped_at}: {loss.undecoded_packets} packets "
+            f"({loss.undecoded_bytes} bytes) after it not decoded"
+        )
+    if loss.timestamps:
+        clock = " (local)" if loss.timestamp_clock == "local" else ""
+        add(
+            f"  timestamps{clock}: {loss.timestamps}, first {loss.first_timestamp or 0:#x}, "
+            f"last {loss.last_timestamp or 0:#x}"
+        )
+    else:
+        add("  timestamps: none")
+    if loss.nacc:
+        add(
+            f"  no memory image: {loss.nacc} ADDR_NACC elements at code addresses in "
+            f"{loss.unreached_ranges} range(s) (add an image that covers them: --image, --memory):"
+        )
+        for r in loss.unreached:
+            where = f"{r.start:#x}" if r.start == r.last else f"{r.start:#x}-{r.last:#x}"
+            times = "1 time" if r.hits == 1 else f"{r.hits} times"
+            space = f"  {mem_space_name(int(r.mem_space))}" if r.mem_space else ""
+            add(f"    {where}  {times}, first at {r.first_offset}{space}")
+        if loss.unreached_ranges > len(loss.unreached):
+            add(f"    and {loss.unreached_ranges - len(loss.unreached)} more range(s)")
+    if not loss.lost_anything:
+        add("  lost: nothing (no overflow, bad packet, resynchronisation or missing code)")
+    return out
+
+
+def not_decoded_line(entry: NotDecoded) -> str:
+    """One line for a source or trace ID that was not decoded."""
+    who = f"trace ID {entry.trace_id:#x}" if entry.trace_id is not None else "a source"
+    if entry.source:
+        who += f" ({entry.source})"
+    size = f": {entry.bytes} bytes" if entry.bytes is not None else ""
+    return f"{entry.buffer} {who}{size}, not decoded: {entry.reason}"
+
+
+def loss_lines(report: LossReport, *, issues: bool = True) -> list[str]:
+    """The whole report: each source, then what was not decoded, then (unless ``issues``
+    is False) the problems met."""
+    out: list[str] = []
+    for loss in report.sources:
+        out.extend(source_lines(loss))
+    for entry in report.not_decoded:
+        out.append(not_decoded_line(entry))
+    for issue in report.issues if issues else ():
+        label = "error" if issue.is_error else "warning"
+        out.append(f"{label}: {issue}")
+    return out
