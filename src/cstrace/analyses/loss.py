@@ -808,6 +808,7 @@ def loss_report(
     as ``cstrace decode`` does, and discards the elements.
     """
     counter = LossCounter(limit)
+    counter.add_issues(trace.issues)
     session = Session(trace, options)
     names = list(buffers) if buffers is not None else [b.name for b in trace.buffers]
     for name in names:

@@ -114,14 +114,23 @@ def not_decoded_line(entry: NotDecoded) -> str:
 
 
 def loss_lines(report: LossReport, *, issues: bool = True) -> list[str]:
-    """The whole report: each source, then what was not decoded, then (unless ``issues``
-    is False) the problems met."""
+    """The whole report: each source, then what was not decoded, then the problems met
+    (with ``issues`` False, only how many: the command line printed them as they came)."""
     out: list[str] = []
     for loss in report.sources:
         out.extend(source_lines(loss))
     for entry in report.not_decoded:
         out.append(not_decoded_line(entry))
-    for issue in report.issues if issues else ():
-        label = "error" if issue.is_error else "warning"
-        out.append(f"{label}: {issue}")
+    if issues:
+        for issue in report.issues:
+            label = "error" if issue.is_error else "warning"
+            out.append(f"{label}: {issue}")
+    elif report.issues:
+        errors = sum(1 for i in report.issues if i.is_error)
+        warnings = len(report.issues) - errors
+        out.append(f"issues: {_count(errors, 'error')} and {_count(warnings, 'warning')} (above)")
     return out
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
