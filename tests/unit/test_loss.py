@@ -13,6 +13,8 @@ import importlib
 import json
 import re
 
+import pytest
+
 import cstrace
 from cstrace.analyses import LossCounter, LossReport, SourceLoss, loss_report
 from cstrace.analyses.loss import PACKET_KINDS, PACKET_MODULES, group_addresses
@@ -317,6 +319,19 @@ def test_a_clean_trace_says_nothing_was_lost() -> None:
     assert not etm.lost_anything and not stm.lost_anything
     assert (etm.bytes, stm.bytes) == (102, 34)  # as cstrace info detects them
     text = loss_lines(report)
-    assert text[0] == "ETB_0 trace ID 0x10 (ETM_0, etmv4): 102 bytes, 23 packets, 31 elements"
+    assert (
+        text[0] == "buffer ETB_0, trace ID 0x10 (ETM_0, etmv4): 102 bytes, 23 packets, 31 elements"
+    )
     assert "lost: nothing" in text[-1]
     json.dumps(report.to_dict())
+
+
+@pytest.mark.parametrize(
+    ("name", "packet_level", "sync_packets"),
+    [("dcc", True, False), ("etmv1_etb", False, False), ("xscale", False, False)],
+)
+def test_protocols_without_sync_packets(name: str, packet_level: bool, sync_packets: bool) -> None:
+    loss = only(loss_report(cstrace.open_trace(EXAMPLES / "classic" / name)))
+    assert (loss.packet_level, loss.sync_packets) == (packet_level, sync_packets)
+    assert loss.bytes > 0 and loss.packets > 0 and not loss.lost_anything
+    assert not any(line.startswith("  synchronisation") for line in loss_lines(LossReport((loss,))))

@@ -23,7 +23,7 @@ def test_decode_summary_goes_to_stderr(fmt: str, capsys: pytest.CaptureFixture[s
     assert out == quiet_out
     assert err.splitlines()[:2] == [
         "summary:",
-        "  ETB_0 trace ID 0x10 (ETM_0, etmv4): 102 bytes, 23 packets, 31 elements",
+        "  buffer ETB_0, trace ID 0x10 (ETM_0, etmv4): 102 bytes, 23 packets, 31 elements",
     ]
 
 
@@ -45,7 +45,7 @@ def test_info_on_a_snapshot(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out.splitlines()
     start = out.index("what the trace lost (decoded):")
     assert out[start + 1] == (
-        "  ETB_0 trace ID 0x10 (ETM_0, etmv4): 102 bytes, 23 packets, 31 elements"
+        "  buffer ETB_0, trace ID 0x10 (ETM_0, etmv4): 102 bytes, 23 packets, 31 elements"
     )
     assert main(["info", str(EXAMPLES / "etm_demo"), "--no-decode"]) == 0
     assert "what the trace lost (decoded):" not in capsys.readouterr().out
@@ -61,12 +61,12 @@ def test_info_on_a_raw_capture_decodes_what_it_can(
     # the STM needs no configuration; the ETM's is not known: its size and why
     assert (
         out[start + 1]
-        == "  etb_0.bin trace ID 0x20 (trace_0x20, stm): 34 bytes, 9 packets, 4 elements"
+        == "  buffer etb_0.bin, trace ID 0x20 (trace_0x20, stm): 34 bytes, 9 packets, 4 elements"
     )
     gone = [line for line in out[start:] if "not decoded" in line]
     assert len(gone) == 1
     assert gone[0].startswith(
-        "  etb_0.bin trace ID 0x10: 102 bytes, not decoded: configuration unknown"
+        "  buffer etb_0.bin, trace ID 0x10: 102 bytes, not decoded: configuration unknown"
     )
     assert "cyclecount" in gone[0]
     # with the options that describe it, it decodes
@@ -76,6 +76,6 @@ def test_info_on_a_raw_capture_decodes_what_it_can(
     args += [f"--set=0x10:{s}" for s in settings]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "etb_0.bin trace ID 0x10 (trace_0x10, etmv4): 102 bytes, 23 packets" in out
+    assert "buffer etb_0.bin, trace ID 0x10 (trace_0x10, etmv4): 102 bytes, 23 packets" in out
     # no code memory given: every address is missing, grouped into ranges
     assert "no memory image" in out and "0x400000-" in out

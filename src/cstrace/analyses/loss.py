@@ -171,6 +171,9 @@ class SourceLoss:
     """Whether packets were told apart (ETMv4/ETE, PTM, ETMv3, STM, ITM, DCC): syncs,
     unsynchronised bytes, bad and cut packets. ETMv1, ETMv2 and XScale have no such
     packets: their losses are counted from the elements only."""
+    sync_packets: bool
+    """Whether the protocol has alignment synchronisation packets (ETMv4/ETE, PTM,
+    ETMv3, STM, ITM)."""
     syncs: Occurrences
     """Alignment synchronisation packets."""
     unsynced_bytes: int
@@ -228,6 +231,7 @@ class SourceLoss:
             "packets": self.packets,
             "elements": self.elements,
             "packet_level": self.packet_level,
+            "sync_packets": self.sync_packets,
             "syncs": self.syncs.to_dict(),
             "unsynced_bytes": self.unsynced_bytes,
             "overflows": self.overflows.to_dict(),
@@ -597,6 +601,7 @@ class _Tally:
             packets=self.packets,
             elements=self.elements,
             packet_level=run.protocol.name in PACKET_MODULES,
+            sync_packets=any(h == "sync" for h, _ in _packet_kinds(run.protocol.name).values()),
             syncs=self.syncs.freeze(),
             unsynced_bytes=self.unsynced,
             overflows=self.overflows.freeze(),

@@ -3,7 +3,7 @@
 Input: a :class:`~cstrace.analyses.loss.LossReport`; output: text lines, one
 heading per trace source and indented lines for what it gave and lost::
 
-    ETB_0 trace ID 0x10 (ETM_0, etmv4): 102 bytes, 23 packets, 31 elements
+    buffer ETB_0, trace ID 0x10 (ETM_0, etmv4): 102 bytes, 23 packets, 31 elements
       synchronisation: 1 at 0
       timestamps: 3, first 0x1250, last 0x18f0
       lost: nothing (no overflow, bad packet, resynchronisation or missing code)
@@ -50,15 +50,16 @@ def occurrences_text(occ: Occurrences) -> str:
 def source_lines(loss: SourceLoss) -> list[str]:
     """The lines for one trace source of one buffer."""
     out = [
-        f"{loss.buffer} trace ID {loss.trace_id:#x} ({loss.source}, {loss.protocol}): "
+        f"buffer {loss.buffer}, trace ID {loss.trace_id:#x} ({loss.source}, {loss.protocol}): "
         f"{loss.bytes} bytes, {loss.packets} packets, {loss.elements} elements"
     ]
     add = out.append
     if not loss.bytes and not loss.packets:
         out[0] += ": no trace for this source"
         return out
-    if loss.packet_level:
+    if loss.sync_packets:
         add(f"  synchronisation: {occurrences_text(loss.syncs)}")
+    if loss.packet_level:
         if loss.unsynced_bytes:
             add(
                 f"  not synchronised: {loss.unsynced_bytes} bytes not decoded (before the "
@@ -110,7 +111,7 @@ def not_decoded_line(entry: NotDecoded) -> str:
     if entry.source:
         who += f" ({entry.source})"
     size = f": {entry.bytes} bytes" if entry.bytes is not None else ""
-    return f"{entry.buffer} {who}{size}, not decoded: {entry.reason}"
+    return f"buffer {entry.buffer}, {who}{size}, not decoded: {entry.reason}"
 
 
 def loss_lines(report: LossReport, *, issues: bool = True) -> list[str]:
