@@ -158,7 +158,7 @@ def _info_loss(args: argparse.Namespace, path: Path, streams: list[tuple[int | N
                     raise exc
                 parts.append(loss_report(open_from_args(alone, str(path))))
             except CstraceError as why:
-                gone = NotDecoded(path.name, f"configuration unknown: {why}", tid, bytes=size)
+                gone = NotDecoded(path.name, f"cannot be configured: {why}", tid, bytes=size)
                 parts.append(LossReport(not_decoded=(gone,)))
         report = LossReport(
             tuple(s for p in parts for s in p.sources),
