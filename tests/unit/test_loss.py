@@ -251,6 +251,7 @@ def test_a_decoder_that_stops_early_leaves_packets_counted() -> None:
     assert loss.packets == 3 and loss.bytes == len(data)
     lines = loss_lines(LossReport((loss,)))
     assert f"  decoding stopped at {at(pieces, 1)}: 2 packets" in "\n".join(lines)
+    assert "  decoder diagnostic no config: 1 at 0" in lines
 
 
 # -- PTM: an overflow told by an I-sync --------------------------------------------------------

@@ -15,7 +15,7 @@ addresses and timestamps are in hexadecimal. JSON comes from the report's own
 
 from __future__ import annotations
 
-from cstrace.analyses.loss import LossReport, NotDecoded, Occurrences, SourceLoss
+from cstrace.analyses.loss import LossReport, NotDecoded, Occurrence, Occurrences, SourceLoss
 from cstrace.render.ocsd.elements import mem_space_name
 
 __all__ = ["loss_lines", "not_decoded_line", "occurrences_text", "source_lines"]
@@ -26,18 +26,21 @@ def _words(name: str) -> str:
     return name.lower().replace("_", " ")
 
 
-def occurrences_text(occ: Occurrences) -> str:
-    """``3 at 10, 20 and 30``; kinds in brackets (once when they are all the same)."""
+def occurrences_text(occ: Occurrences, *, kinds: bool = True) -> str:
+    """``3 at 10, 20 and 30``; with ``kinds``, each one's ``what`` in brackets (once
+    when they are all the same)."""
     if not occ.count:
         return "none"
-    kinds = {o.what for o in occ.first}
-    same = len(kinds) == 1
+    if not kinds:
+        occ = Occurrences(occ.count, tuple(Occurrence(o.offset) for o in occ.first))
+    kinds_seen = {o.what for o in occ.first}
+    same = len(kinds_seen) == 1
     places = [
         f"{o.offset}" if same or not o.what else f"{o.offset} ({_words(o.what)})" for o in occ.first
     ]
     head = f"{occ.count}"
-    if same and next(iter(kinds)):
-        head += f" ({_words(next(iter(kinds)))})"
+    if same and next(iter(kinds_seen)):
+        head += f" ({_words(next(iter(kinds_seen)))})"
     if occ.more:
         places.append(f"{occ.more} more")
     if len(places) == 1:
@@ -74,7 +77,8 @@ def source_lines(loss: SourceLoss) -> list[str]:
     if loss.truncated.count:
         add(f"  cut by the end of the trace: {occurrences_text(loss.truncated)}")
     for kind, occ in loss.diagnostics.items():
-        add(f"  decoder diagnostic {_words(kind)}: {occurrences_text(occ)}")
+        # the reference's error code (``what``) is in the JSON; the kind says more
+        add(f"  decoder diagnostic {_words(kind)}: {occurrences_text(occ, kinds=False)}")
     if loss.stopped_at is not None:
         add(
             f"  decoding stopped at {loss.stopped_at}: {loss.undecoded_packets} packets "
