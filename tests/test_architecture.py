@@ -27,7 +27,7 @@ PKG = SRC / "cstrace"
 
 CORE = ("cstrace.protocols", "cstrace.memory", "cstrace.capture", "cstrace.isa")
 CONTAINERS = ("cstrace.inputs",)
-ABOVE_CORE = ("cstrace.decode", "cstrace.api", "cstrace.cli", "cstrace.render")
+ABOVE_CORE = ("cstrace.decode", "cstrace.api", "cstrace.cli", "cstrace.render", "cstrace.analyses")
 
 
 def module_name(path: Path) -> str:

@@ -22,6 +22,16 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from cstrace.analyses import (
+    AddressRange,
+    LossCounter,
+    LossReport,
+    NotDecoded,
+    Occurrence,
+    Occurrences,
+    SourceLoss,
+    loss_report,
+)
 from cstrace.api import iter_elements, open_trace
 from cstrace.batch import BatchBuilder, ElementBatch, iter_batches
 from cstrace.capture import Demux, Stream, demux
@@ -46,6 +56,7 @@ from cstrace.protocols import DecodeOptions
 from cstrace.trace import Blob, Buffer, Dump, Image, Inferred, Origin, Source, Trace
 
 __all__ = [
+    "AddressRange",
     "BatchBuilder",
     "Blob",
     "Buffer",
@@ -69,8 +80,14 @@ __all__ = [
     "InputError",
     "Issue",
     "IssueKind",
+    "LossCounter",
+    "LossReport",
+    "NotDecoded",
+    "Occurrence",
+    "Occurrences",
     "SnapshotError",
     "Source",
+    "SourceLoss",
     "SourceRun",
     "Stream",
     "Trace",
@@ -79,6 +96,7 @@ __all__ = [
     "detect_capture",
     "iter_batches",
     "iter_elements",
+    "loss_report",
     "open_trace",
     "read_snapshot",
     *_element_names,

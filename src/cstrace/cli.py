@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from cstrace import __version__
+from cstrace.analyses import LossCounter, LossReport, NotDecoded, loss_report
 from cstrace.decode import Session
 from cstrace.errors import CstraceError, Issue, SnapshotError
 from cstrace.inputs import (
@@ -106,8 +108,9 @@ def add_input_options(dec: argparse.ArgumentParser) -> None:
     )
 
 
-def open_from_args(args: argparse.Namespace) -> Trace:
-    """The snapshot, package or raw capture named on the command line, with extra files."""
+def open_from_args(args: argparse.Namespace, path: str | None = None) -> Trace:
+    """The snapshot, package or raw capture named on the command line (or ``path``), with
+    extra files."""
     extras = Extras(args.image, args.memory, args.events, args.contextidr)
     raw = RawOptions(
         args.capture_format,
@@ -118,7 +121,7 @@ def open_from_args(args: argparse.Namespace) -> Trace:
         list(args.set or []),
         args.trace_id,
     )
-    return open_input(args.snapshot, extras, raw)
+    return open_input(args.snapshot if path is None else path, extras, raw)
 
 
 def _int_arg(text: str) -> int:
@@ -147,6 +150,48 @@ def package_command(args: argparse.Namespace, err: TextIO) -> int:
     return 0
 
 
+def _info_loss(
+    args: argparse.Namespace,
+    path: Path,
+    streams: list[tuple[int | None, int]],
+    opened: Trace | None = None,
+) -> None:
+    """The loss report of ``cstrace info``: decode the input and say what it lost.
+
+    ``opened`` is the trace when it was opened already. A raw capture whose
+    configuration is not known gets, per trace ID (``streams``: ID and bytes),
+    its size and why it was not decoded.
+    """
+    from cstrace.render.loss import loss_lines
+
+    try:
+        report = loss_report(opened if opened is not None else open_from_args(args, str(path)))
+    except CstraceError as exc:
+        if not is_raw_capture(path):
+            raise
+        # Decode what can be: each trace ID on its own, the others left out.
+        parts: list[LossReport] = []
+        for tid, size in streams:
+            alone = argparse.Namespace(**vars(args))
+            others = [f"{t:#x}=none" for t, _ in streams if t != tid and t is not None]
+            alone.protocol = [*(args.protocol or []), *others]
+            try:
+                if tid is None:
+                    raise exc
+                parts.append(loss_report(open_from_args(alone, str(path))))
+            except CstraceError as why:
+                gone = NotDecoded(path.name, f"cannot be configured: {why}", tid, bytes=size)
+                parts.append(LossReport(not_decoded=(gone,)))
+        report = LossReport(
+            tuple(s for p in parts for s in p.sources),
+            tuple(n for p in parts for n in p.not_decoded),
+            tuple(i for p in parts for i in p.issues),
+        )
+    print("what the trace lost (decoded):")
+    for line in loss_lines(report):
+        print(f"  {line}")
+
+
 def info_command(args: argparse.Namespace) -> int:
     """``cstrace info FILE``: print what was detected in a capture, snapshot or package."""
     path = Path(args.file)
@@ -163,8 +208,10 @@ def info_command(args: argparse.Namespace) -> int:
             items.append((str(path), path.read_bytes()))
         except OSError as exc:
             raise SnapshotError(f"cannot read: {exc.strerror}", path=str(path)) from None
+    streams: list[tuple[int | None, int]] = []
     for title, data in items:
         guess = detect_capture(data, args.capture_format)
+        streams = [(g.trace_id, g.size) for g in guess.identified]
         print(f"{title}: {guess.size} bytes")
         print(f"  format: {guess.format} (confidence {guess.confidence:.2f}): {guess.evidence}")
         for name, score in guess.alternatives:
@@ -187,19 +234,22 @@ def info_command(args: argparse.Namespace) -> int:
                 f"  {len(quiet)} other ID(s) with under 64 bytes and no sync "
                 f"({sum(g.size for g in quiet)} bytes; noise or unused buffer space)"
             )
-    if is_raw_capture(path):
-        _print_configuration(args)
+    opened = _print_configuration(args) if is_raw_capture(path) else None
+    if not args.no_decode:
+        _info_loss(args, path, streams, opened)
     return 0
 
 
-def _print_configuration(args: argparse.Namespace) -> None:
-    """The configuration of each source of a raw capture: given, or inferred and how surely."""
-    args.snapshot = args.file
+def _print_configuration(args: argparse.Namespace) -> Trace | None:
+    """The configuration of each source of a raw capture: given, or inferred and how surely.
+
+    Returns the trace opened (None when it cannot be), for the loss report to decode.
+    """
     try:
-        trace = open_from_args(args)
+        trace = open_from_args(args, args.file)
     except CstraceError as exc:
         print(f"  configuration: not found: {exc}")
-        return
+        return None
     inferred = {i.trace_id: i for i in trace.inferred}
     for source in trace.sources:
         tid = trace_id_of(source)
@@ -214,6 +264,7 @@ def _print_configuration(args: argparse.Namespace) -> None:
         )
         print("    " + ", ".join(f"{k}={v}" for k, v in got.settings.items()))
         print(f"    evidence: {got.evidence}")
+    return trace
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -258,6 +309,12 @@ def _build_parser() -> argparse.ArgumentParser:
         "--no-packets",
         action="store_true",
         help="with --format ocsd, list decoded elements only",
+    )
+    dec.add_argument(
+        "--no-summary",
+        action="store_true",
+        help="leave out the summary of what the trace lost (on stderr; with --format jsonl, "
+        'the closing {"summary": ...} object)',
     )
     dec.add_argument(
         "--src-addr-n",
@@ -317,6 +374,11 @@ def _build_parser() -> argparse.ArgumentParser:
         ),
     )
     info.add_argument("file", metavar="FILE", help="raw capture, snapshot or package")
+    info.add_argument(
+        "--no-decode",
+        action="store_true",
+        help="detect only: do not decode to say what the trace lost",
+    )
     add_input_options(info)
     return parser
 
@@ -338,13 +400,22 @@ def _options(args: argparse.Namespace) -> DecodeOptions:
 
 
 def _lines(
-    trace: Trace, args: argparse.Namespace, err: TextIO, errors: list[Issue]
+    trace: Trace,
+    args: argparse.Namespace,
+    err: TextIO,
+    errors: list[Issue],
+    counter: LossCounter | None = None,
 ) -> Iterator[str]:
-    """The output lines of ``decode``; buffer errors are printed and kept in ``errors``."""
+    """The output lines of ``decode``; buffer errors are printed and kept in ``errors``.
+
+    With a ``counter``, each run is counted (and JSON Lines end with the summary).
+    """
     from cstrace.render.ocsd import listing_lines
     from cstrace.render.text import HEADER, inferred_line, json_line, text_line
 
     _warn(trace.issues, err)
+    if counter is not None:
+        counter.add_issues(trace.issues)
     for inf in trace.inferred:
         if args.format == "jsonl":
             yield inferred_line(inf)
@@ -361,6 +432,8 @@ def _lines(
         _warn(decoded.warnings, err)
         _warn(decoded.errors, err)
         errors.extend(decoded.errors)
+        if counter is not None:
+            counter.add_issues(decoded.issues)
         if args.format == "ocsd":
             yield f"Using {buffer.name} as trace source"
             for error in decoded.errors:
@@ -370,6 +443,8 @@ def _lines(
             for error in decoded.errors:
                 yield f"# error: {error}"
         for run in decoded.runs:
+            if counter is not None:
+                run = counter.watch(run)
             if args.format == "ocsd":
                 yield from listing_lines(run, packets=not args.no_packets)
                 yield f"ID:{run.packet_id:x}\tEND OF TRACE DATA"
@@ -384,7 +459,21 @@ def _lines(
                 for elem in run.elements():
                     yield text_line(tid, elem)
             # Problems met while decoding (images missing, build IDs that differ...).
-            _warn(session.new_issues(), err)
+            met = session.new_issues()
+            _warn(met, err)
+            if counter is not None:
+                counter.add_issues(met)
+    if counter is not None and args.format == "jsonl":
+        yield json.dumps({"summary": counter.report().to_dict()}, separators=(",", ":"))
+
+
+def _summary(counter: LossCounter, err: TextIO) -> None:
+    """The summary of a decode on ``err`` (its issues were printed as they came)."""
+    from cstrace.render.loss import loss_lines
+
+    print("summary:", file=err)
+    for line in loss_lines(counter.report(), issues=False):
+        print(f"  {line}", file=err)
 
 
 def _write(lines: Iterator[str], out: TextIO) -> None:
@@ -413,6 +502,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "decode":
             trace = open_from_args(args)
             errors: list[Issue] = []
+            counter = None if args.no_summary else LossCounter()
             if args.output:
                 try:
                     out_file = open(args.output, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
@@ -420,13 +510,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
                     return 2
                 with out_file:
-                    _write(_lines(trace, args, err, errors), out_file)
+                    _write(_lines(trace, args, err, errors, counter), out_file)
             else:
                 stdout = sys.stdout
                 if isinstance(stdout, io.TextIOWrapper):
                     stdout.reconfigure(newline="\n")
-                _write(_lines(trace, args, err, errors), stdout)
+                _write(_lines(trace, args, err, errors, counter), stdout)
                 stdout.flush()
+            if counter is not None and args.format != "jsonl":
+                _summary(counter, err)
             return 2 if errors else 0
         return 0
     except CstraceError as exc:

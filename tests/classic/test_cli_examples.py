@@ -15,9 +15,12 @@ NAMES = sorted(p.name for p in EXAMPLES.iterdir() if (p / "snapshot.ini").exists
 
 
 def _jsonl(name: str, tmp_path: Path, *extra: str) -> list[dict[str, object]]:
+    """The element objects of the JSON Lines output (the closing summary left out)."""
     out = tmp_path / f"{name}.jsonl"
     assert main(["decode", str(EXAMPLES / name), "--format", "jsonl", "-o", str(out), *extra]) == 0
-    return [json.loads(line) for line in out.read_text().splitlines()]
+    *elements, summary = [json.loads(line) for line in out.read_text().splitlines()]
+    assert list(summary) == ["summary"]
+    return elements
 
 
 def test_all_formats_have_an_example() -> None:

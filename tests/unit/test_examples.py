@@ -204,7 +204,9 @@ def test_example_decodes_cleanly(name: str) -> None:
 def test_cli_output_is_clean(name: str, fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["decode", str(EXAMPLES / name), "--format", fmt]) == 0
     out, err = capsys.readouterr()
-    assert err == ""
+    # no warning, and a summary that says nothing was lost
+    assert err.startswith("summary:\n") and "warning" not in err and "error" not in err
+    assert err.count("lost: nothing") == len(_decode(name))
     assert "NACC" not in out and "warning" not in out.lower() and "error" not in out.lower()
     assert out.count("NO_SYNC") == len(_decode(name))  # one per source, at its start
 
@@ -212,7 +214,8 @@ def test_cli_output_is_clean(name: str, fmt: str, capsys: pytest.CaptureFixture[
 @pytest.mark.parametrize("name", NAMES)
 def test_jsonl_objects_name_their_buffer(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["decode", str(EXAMPLES / name), "--format", "jsonl"]) == 0
-    objects = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    *objects, summary = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert list(summary) == ["summary"]
     ini = (EXAMPLES / name / "trace.ini").read_text()
     names = set(re.findall(r"^name\s*=\s*(\S+)", ini, re.M))
     assert objects and {o["buffer"] for o in objects} == names

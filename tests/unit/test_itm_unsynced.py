@@ -212,7 +212,7 @@ def test_decode_command_recovers_and_ocsd_listing_waits(tmp_path: Path) -> None:
             assert main(["decode", str(path), *args]) == 0, err.getvalue()
         return out.getvalue()
 
-    lines = [json.loads(t) for t in run("--format", "jsonl").splitlines()]
+    lines = [json.loads(t) for t in run("--format", "jsonl", "--no-summary").splitlines()]
     items = [e for e in lines if e["type"] == "ITMTRACE"]
     alone = [e for e in decode(read(body, 0)) if isinstance(e, ITMTrace)]
     assert len(items) == len(alone) > 600

@@ -215,7 +215,7 @@ def test_decode_command_recovers_and_ocsd_listing_waits(tmp_path: Path) -> None:
             assert main([*cmd, *args]) == 0
         return out.getvalue()
 
-    lines = [json.loads(t) for t in run("--format", "jsonl").splitlines()]
+    lines = [json.loads(t) for t in run("--format", "jsonl", "--no-summary").splitlines()]
     alone = [e for e in decode(read(body, 0)) if isinstance(e, SWTrace)]
     assert len([e for e in lines if e["type"] == "SWTRACE"]) == len(alone) > 100
     assert [e["kind"] for e in lines if e["type"] == "DIAGNOSTIC"] == ["UNSYNCED_START"]

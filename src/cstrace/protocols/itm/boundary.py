@@ -103,8 +103,24 @@ def packet_end(data: bytes, p: int) -> int:
 
 def find_start(data: bytes, q: int, final: bool) -> tuple[int, bool]:
     """The decode start at or after ``data[q]``, and whether it is settled
-    (:func:`cstrace.protocols.unsynced.find_start`)."""
-    return unsynced.find_start(data, q, final, packet_end, RUN)
+    (:func:`cstrace.protocols.unsynced.find_start`).
+
+    A synchronisation packet is a certain start: one that comes before the
+    start a run of valid packets gives (a bad packet soon after it, say) is
+    the start.
+    """
+    s, settled = unsynced.find_start(data, q, final, packet_end, RUN)
+    k = data.find(_SYNC_TAIL, q, min(len(data), s + len(_SYNC_TAIL)))
+    if k >= 0:
+        while k > q and data[k - 1] == 0:
+            k -= 1
+        if k < s:
+            return k, True
+    return s, settled
+
+
+_SYNC_TAIL = b"\x00\x00\x00\x00\x00\x80"
+"""The end of an ITM synchronisation packet: at least 47 zero bits, then a one."""
 
 
 def first_certain(data: bytes, s: int) -> int | None:

@@ -1,0 +1,828 @@
+"""What the trace lost: per trace source, counted while it decodes.
+
+Input: the :class:`~cstrace.decode.SourceRun` objects of a session, watched by a
+:class:`LossCounter` (``run = counter.watch(run)``), then decoded as usual;
+output: a :class:`LossReport` with one :class:`SourceLoss` per run (and a
+:class:`NotDecoded` per source that could not be decoded), each a frozen
+dataclass with a ``to_dict()`` for JSON. Text is made by
+:mod:`cstrace.render.loss`; nothing here prints.
+
+Per run it counts:
+
+- the bytes the reader took from the trace ID's stream, the packets it made and
+  the elements the decoder made (diagnostics included);
+- the alignment synchronisation packets (A-sync, ASYNC), and the bytes read
+  while the reader was not synchronised (before the first one, or while it
+  looked for the next one after a bad packet);
+- overflows: the overflow packets of ETMv4/ETE and ITM, the error packets of
+  STM (MERR, GERR: the STM dropped writes), and for the other protocols the
+  ``TRACE_ON`` elements whose reason is an overflow (an I-sync or branch
+  packet saying trace restarted after one);
+- bad packets: reserved headers, malformed packets, and packets the decoder
+  found out of sequence (a reader's bad packet and the decoder's diagnostic
+  about it count once: they have the same offset);
+- resynchronisations: ``NO_SYNC`` elements after the first (the decoder lost
+  synchronisation: a bad packet, an overflow, a discard) with their reason;
+- packets cut by the end of the trace, other decoder diagnostics by kind, and
+  where a decoder stopped before the end of its stream (the reference stops
+  there, so cstrace does too) with the packets it left;
+- the first and last timestamp (any element carrying one);
+- ``ADDR_NACC`` elements: code addresses no memory image covered, grouped
+  into :class:`AddressRange` s (addresses less than :data:`RANGE_GAP` apart
+  share a range).
+
+Offsets are capture indices (``Idx``: byte offsets in the buffer). Long lists
+keep the first ``limit`` items and the total count.
+
+Counting wraps the run's packet and element iterators (a dictionary look-up on
+the type of each packet and element); the stream is wrapped so that its bytes
+are counted a block at a time. A run's iterators are counted each time they
+are made: decode a watched run once.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from cstrace.capture.stream import Stream
+from cstrace.decode import Session, SourceRun
+from cstrace.elements import (
+    AddrNacc,
+    Diagnostic,
+    Element,
+    ITMPacketType,
+    ITMTrace,
+    MemSpace,
+    NoSync,
+    SWTrace,
+    Timestamp,
+    TraceOn,
+    TraceOnReason,
+    Unknown,
+    UnsyncReason,
+)
+from cstrace.errors import DiagKind, Issue
+from cstrace.protocols import DecodeOptions, Packet
+from cstrace.trace import Trace
+
+__all__ = [
+    "DEFAULT_LIMIT",
+    "RANGE_GAP",
+    "AddressRange",
+    "LossCounter",
+    "LossReport",
+    "NotDecoded",
+    "Occurrence",
+    "Occurrences",
+    "SourceLoss",
+    "loss_report",
+]
+
+DEFAULT_LIMIT = 10
+"""How many offsets (and address ranges) a list keeps by default."""
+
+RANGE_GAP = 0x100000
+"""Code addresses no image covered that are closer than this share an :class:`AddressRange`."""
+
+
+# -- the result --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Occurrence:
+    """One event at a capture offset: ``what`` names it (a packet kind, a reason)."""
+
+    offset: int
+    what: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"offset": N}``, with ``"what"`` when it says something."""
+        return {"offset": self.offset, "what": self.what} if self.what else {"offset": self.offset}
+
+
+@dataclass(frozen=True, slots=True)
+class Occurrences:
+    """How many times something happened, and the first few times (in decode order)."""
+
+    count: int = 0
+    first: tuple[Occurrence, ...] = ()
+
+    @property
+    def offsets(self) -> list[int]:
+        """The offsets of :attr:`first`."""
+        return [o.offset for o in self.first]
+
+    @property
+    def more(self) -> int:
+        """How many are counted but not listed in :attr:`first`."""
+        return self.count - len(self.first)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"count": N, "first": [...]}``."""
+        return {"count": self.count, "first": [o.to_dict() for o in self.first]}
+
+
+@dataclass(frozen=True, slots=True)
+class AddressRange:
+    """Code addresses no memory image covered, from ``start`` to ``last`` (both reached).
+
+    ``hits`` is the number of ``ADDR_NACC`` elements in the range,
+    ``first_offset`` the capture offset of the first, ``mem_space`` the memory
+    spaces they named (OR-ed).
+    """
+
+    start: int
+    last: int
+    hits: int
+    first_offset: int
+    mem_space: MemSpace = MemSpace.NONE
+
+    def to_dict(self) -> dict[str, Any]:
+        """The range as JSON-able values (addresses as integers)."""
+        return {
+            "start": self.start,
+            "last": self.last,
+            "hits": self.hits,
+            "first_offset": self.first_offset,
+            "mem_space": int(self.mem_space),
+        }
+
+
+@dataclass(frozen=True)
+class SourceLoss:
+    """What one trace source of one buffer gave and lost."""
+
+    buffer: str
+    source: str
+    protocol: str
+    trace_id: int
+    bytes: int
+    """Bytes of the trace ID's stream the reader took."""
+    packets: int
+    elements: int
+    """Elements the decoder made, diagnostics included."""
+    packet_level: bool
+    """Whether packets were told apart (ETMv4/ETE, PTM, ETMv3, STM, ITM, DCC): syncs,
+    unsynchronised bytes, bad and cut packets. ETMv1, ETMv2 and XScale have no such
+    packets: their losses are counted from the elements only."""
+    sync_packets: bool
+    """Whether the protocol has alignment synchronisation packets (ETMv4/ETE, PTM,
+    ETMv3, STM, ITM)."""
+    syncs: Occurrences
+    """Alignment synchronisation packets."""
+    unsynced_bytes: int
+    """Bytes read while not synchronised (not decoded)."""
+    overflows: Occurrences
+    bad_packets: Occurrences
+    resyncs: Occurrences
+    """Where the decoder lost synchronisation after its start; ``what`` is the reason."""
+    truncated: Occurrences
+    """Packets cut by the end of the trace."""
+    diagnostics: dict[str, Occurrences]
+    """Other decoder diagnostics, by :class:`~cstrace.errors.DiagKind` name."""
+    stopped_at: int | None
+    """The offset of the first packet the decoder did not take, if it stopped early."""
+    undecoded_packets: int
+    """Packets after :attr:`stopped_at` (not decoded)."""
+    undecoded_bytes: int
+    timestamps: int
+    """Elements that carried a timestamp."""
+    first_timestamp: int | None
+    last_timestamp: int | None
+    timestamp_clock: str
+    """``global`` (the system timestamp), or ``local`` for an ITM stream with only local
+    timestamps (deltas summed by the decoder, which starts again after an overflow)."""
+    nacc: int
+    """``ADDR_NACC`` elements: the trace reached code no image covered."""
+    unreached: tuple[AddressRange, ...]
+    """The first ranges of those addresses, in address order."""
+    unreached_ranges: int
+    """How many ranges there are in all."""
+
+    @property
+    def lost_anything(self) -> bool:
+        """True when something was lost: unsynchronised bytes after the first sync aside,
+        any overflow, bad packet, resynchronisation, cut packet, diagnostic, early stop
+        or code address no image covered."""
+        return bool(
+            self.overflows.count
+            or self.bad_packets.count
+            or self.resyncs.count
+            or self.truncated.count
+            or self.diagnostics
+            or self.stopped_at is not None
+            or self.nacc
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The counts as JSON-able values (offsets and addresses as integers)."""
+        return {
+            "buffer": self.buffer,
+            "source": self.source,
+            "protocol": self.protocol,
+            "trace_id": self.trace_id,
+            "bytes": self.bytes,
+            "packets": self.packets,
+            "elements": self.elements,
+            "packet_level": self.packet_level,
+            "sync_packets": self.sync_packets,
+            "syncs": self.syncs.to_dict(),
+            "unsynced_bytes": self.unsynced_bytes,
+            "overflows": self.overflows.to_dict(),
+            "bad_packets": self.bad_packets.to_dict(),
+            "resyncs": self.resyncs.to_dict(),
+            "truncated": self.truncated.to_dict(),
+            "diagnostics": {k: v.to_dict() for k, v in self.diagnostics.items()},
+            "stopped_at": self.stopped_at,
+            "undecoded_packets": self.undecoded_packets,
+            "undecoded_bytes": self.undecoded_bytes,
+            "timestamps": {
+                "count": self.timestamps,
+                "first": self.first_timestamp,
+                "last": self.last_timestamp,
+                "clock": self.timestamp_clock,
+            },
+            "no_image": {
+                "count": self.nacc,
+                "ranges": self.unreached_ranges,
+                "first": [r.to_dict() for r in self.unreached],
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NotDecoded:
+    """A trace source (or trace ID) that was not decoded, and why."""
+
+    buffer: str
+    reason: str
+    trace_id: int | None = None
+    source: str = ""
+    bytes: int | None = None
+    """The trace ID's bytes in the buffer, when known."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as JSON-able values."""
+        return {
+            "buffer": self.buffer,
+            "trace_id": self.trace_id,
+            "source": self.source,
+            "bytes": self.bytes,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class LossReport:
+    """What a decode gave and lost: one entry per decoded run, what was not decoded, and
+    the problems the session met (``Issue`` records: a capture cut short, a source that
+    could not be configured, a missing image)."""
+
+    sources: tuple[SourceLoss, ...] = ()
+    not_decoded: tuple[NotDecoded, ...] = ()
+    issues: tuple[Issue, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"sources": [...], "not_decoded": [...], "issues": [...]}``."""
+        return {
+            "sources": [s.to_dict() for s in self.sources],
+            "not_decoded": [n.to_dict() for n in self.not_decoded],
+            "issues": [
+                {"severity": i.severity.name, "kind": i.kind.name, "message": str(i)}
+                for i in self.issues
+            ],
+        }
+
+
+# -- counting ----------------------------------------------------------------------------------
+
+
+class _List:
+    """A count and the first ``limit`` occurrences."""
+
+    __slots__ = ("count", "first", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.count = 0
+        self.first: list[Occurrence] = []
+        self.limit = limit
+
+    def add(self, offset: int, what: str = "") -> None:
+        self.count += 1
+        if len(self.first) < self.limit:
+            self.first.append(Occurrence(offset, what))
+
+    def freeze(self) -> Occurrences:
+        return Occurrences(self.count, tuple(self.first))
+
+
+# Packets that matter, per protocol module: class name -> (handler, label). The handler
+# names are methods of _Tally; tests/unit/test_loss.py checks that every class exists.
+PACKET_KINDS: dict[str, dict[str, tuple[str, str]]] = {
+    "etmv4": {
+        "NotSync": ("unsynced", ""),
+        "Async": ("sync", ""),
+        "Overflow": ("overflow", "OVERFLOW"),
+        "BadPacket": ("bad_etmv4", ""),
+    },
+    "ptm": {
+        "NotSync": ("unsynced_ptm", ""),
+        "ASync": ("sync", ""),
+        "Reserved": ("bad", "RESERVED"),
+        "BadSequence": ("bad", "BAD_SEQUENCE"),
+        "IncompleteEOT": ("truncated", "INCOMPLETE_EOT"),
+    },
+    "etmv3": {
+        "NotSync": ("unsynced", ""),
+        "ASync": ("sync", ""),
+        "Reserved": ("bad", "RESERVED"),
+        "BadSequence": ("bad", "BAD_SEQUENCE"),
+        "BadTraceMode": ("bad", "BAD_TRACEMODE"),
+    },
+    "stm": {
+        "NotSync": ("unsynced", ""),
+        "Unsynced": ("unsynced", ""),
+        "Async": ("sync", ""),
+        "MErr": ("overflow", "MERR"),
+        "GErr": ("overflow", "GERR"),
+        "Reserved": ("bad", "RESERVED"),
+        "BadSequence": ("bad", "BAD_SEQUENCE"),
+        "IncompleteEot": ("truncated", "INCOMPLETE_EOT"),
+    },
+    "itm": {
+        "NotSync": ("unsynced", ""),
+        "Unsynced": ("unsynced", ""),
+        "Async": ("sync", ""),
+        "Overflow": ("overflow", "OVERFLOW"),
+        "Reserved": ("bad", "RESERVED"),
+        "BadSequence": ("bad", "BAD_SEQUENCE"),
+        "IncompleteEot": ("truncated", "INCOMPLETE_EOT"),
+    },
+    "dcc": {"UnknownWord": ("bad", "UNKNOWN_WORD")},
+}
+"""The packet classes counted, per protocol (the module their classes live in)."""
+
+PACKET_MODULES: dict[str, str] = {
+    "etmv4": "cstrace.protocols.etmv4.packets",
+    "ete": "cstrace.protocols.etmv4.packets",
+    "ptm": "cstrace.protocols.ptm.packets",
+    "etmv3": "cstrace.protocols.etmv3.packets",
+    "stm": "cstrace.protocols.stm.packets",
+    "itm": "cstrace.protocols.itm.packets",
+    "dcc": "cstrace.protocols.dcc.protocol",
+}
+"""Where each protocol's packet classes are."""
+
+OVERFLOW_PACKETS = frozenset(("etmv4", "ete", "itm", "stm"))
+"""Protocols whose overflows are packets; for the others, ``TRACE_ON`` (overflow) elements."""
+
+_BAD_DIAGNOSTICS = frozenset((DiagKind.BAD_PACKET, DiagKind.BAD_SEQUENCE))
+_START_REASONS = frozenset((UnsyncReason.INIT_DECODER, UnsyncReason.RESET_DECODER))
+
+_kinds_cache: dict[str, dict[type, tuple[str, str]]] = {}
+
+
+def _packet_kinds(protocol: str) -> dict[type, tuple[str, str]]:
+    """The counted packet classes of ``protocol``: class -> (handler, label)."""
+    found = _kinds_cache.get(protocol)
+    if found is None:
+        found = {}
+        module_name = PACKET_MODULES.get(protocol)
+        if module_name is not None:
+            module = importlib.import_module(module_name)
+            table = PACKET_KINDS[module_name.split(".")[2]]
+            for name, entry in table.items():
+                found[getattr(module, name)] = entry
+        _kinds_cache[protocol] = found
+    return found
+
+
+class _Tally:
+    """The counts of one run, updated by the wrappers of its iterators."""
+
+    def __init__(self, run: SourceRun, limit: int) -> None:
+        self.run = run
+        self.limit = limit
+        self.bytes = 0
+        self.packets = 0
+        self.elements = 0
+        self.unsynced = 0
+        self.syncs = _List(limit)
+        self.overflows = _List(limit)
+        self.bad = _List(limit)
+        self.bad_at: set[int] = set()
+        self.resyncs = _List(limit)
+        self.truncated = _List(limit)
+        self.diagnostics: dict[str, _List] = {}
+        self.ts_count = 0
+        self.ts_first: int | None = None
+        self.ts_last: int | None = None
+        self.local_ts: list[int] = []
+        """ITM local timestamps: the first, the last and how many."""
+        self.nacc: dict[int, list[int]] = {}
+        """Address -> [hits, first offset, memory spaces]."""
+        self.stopped_at: int | None = None
+        self.undecoded_packets = 0
+        self.undecoded_bytes = 0
+        self.reader: Iterator[Packet] | None = None
+        """The last counted packet iterator, and whether it reached its end."""
+        self.reader_done = False
+
+        methods: dict[str, Callable[[Packet, str], None]] = {
+            "unsynced": self._unsynced,
+            "unsynced_ptm": self._unsynced_ptm,
+            "sync": self._sync,
+            "overflow": self._overflow,
+            "bad": self._bad_packet,
+            "bad_etmv4": self._bad_etmv4,
+            "truncated": self._truncated,
+        }
+        self.packet_handlers: dict[type, Callable[[Packet], None]] = {
+            cls: _bind(methods[handler], label)
+            for cls, (handler, label) in _packet_kinds(run.protocol.name).items()
+        }
+        handlers: dict[type, Callable[[Any], None]] = {
+            NoSync: self._nosync,
+            Timestamp: self._timestamp,
+            SWTrace: self._timestamp,
+            ITMTrace: self._itm_timestamp,
+            AddrNacc: self._nacc,
+            Diagnostic: self._diagnostic,
+            Unknown: self._unknown,
+        }
+        if run.protocol.name not in OVERFLOW_PACKETS:
+            handlers[TraceOn] = self._trace_on
+        self.element_handlers = handlers
+
+    # packets
+    def _unsynced(self, p: Packet, label: str) -> None:
+        self.unsynced += len(p.raw)
+
+    def _unsynced_ptm(self, p: Packet, label: str) -> None:
+        # zeros carried from one block to the next are reported twice
+        if not getattr(p, "carried", False):
+            self.unsynced += len(p.raw)
+
+    def _sync(self, p: Packet, label: str) -> None:
+        self.syncs.add(p.offset)
+
+    def _overflow(self, p: Packet, label: str) -> None:
+        self.overflows.add(p.offset, label)
+
+    def _bad(self, offset: int, what: str) -> None:
+        if offset not in self.bad_at:
+            self.bad_at.add(offset)
+            self.bad.add(offset, what)
+
+    def _bad_packet(self, p: Packet, label: str) -> None:
+        self._bad(p.offset, label)
+
+    def _bad_etmv4(self, p: Packet, label: str) -> None:
+        kind = getattr(p, "kind", None)
+        name = getattr(kind, "name", "BAD_PACKET")
+        if name == "INCOMPLETE_EOT":
+            self._truncated(p, name)
+        else:
+            self._bad(p.offset, name)
+
+    def _truncated(self, p: Packet, label: str) -> None:
+        # the decoder's diagnostic about this packet is not another bad packet
+        self.bad_at.add(p.offset)
+        self.truncated.add(p.offset, label)
+
+    # elements
+    def _nosync(self, e: NoSync) -> None:
+        if e.reason not in _START_REASONS:
+            self.resyncs.add(e.offset, e.reason.name)
+
+    def _trace_on(self, e: TraceOn) -> None:
+        if e.reason == TraceOnReason.OVERFLOW:
+            self.overflows.add(e.offset, "TRACE_ON")
+
+    def _timestamp(self, e: Timestamp | SWTrace | ITMTrace) -> None:
+        ts = e.timestamp
+        if ts is not None:
+            if self.ts_first is None:
+                self.ts_first = ts
+            self.ts_last = ts
+            self.ts_count += 1
+
+    def _itm_timestamp(self, e: ITMTrace) -> None:
+        ts = e.timestamp
+        if ts is None:
+            return
+        if e.pkt_type == ITMPacketType.TS_GLOBAL:
+            self._timestamp(e)
+        elif self.local_ts:
+            self.local_ts[1] = ts
+            self.local_ts[2] += 1
+        else:
+            self.local_ts = [ts, ts, 1]
+
+    def _nacc(self, e: AddrNacc) -> None:
+        seen = self.nacc.get(e.address)
+        if seen is None:
+            self.nacc[e.address] = [1, e.offset, int(e.mem_space)]
+        else:
+            seen[0] += 1
+            seen[2] |= int(e.mem_space)
+
+    def _diagnostic(self, e: Diagnostic) -> None:
+        if e.kind in _BAD_DIAGNOSTICS:
+            self._bad(e.offset, e.kind.name)
+            return
+        group = self.diagnostics.get(e.kind.name)
+        if group is None:
+            group = self.diagnostics[e.kind.name] = _List(self.limit)
+        group.add(e.offset, e.code.name)
+
+    def _unknown(self, e: Unknown) -> None:
+        self._bad(e.offset, "UNKNOWN")
+
+    # iterators
+    def count_packets(self, source: Iterable[Packet]) -> Iterator[Packet]:
+        """``source``, counted."""
+        get = self.packet_handlers.get
+        n = 0
+        self.reader_done = False
+        try:
+            for p in source:
+                n += 1
+                handler = get(type(p))
+                if handler is not None:
+                    handler(p)
+                yield p
+            self.reader_done = True
+        finally:
+            self.packets += n
+
+    def count_elements(self, source: Iterable[Element]) -> Iterator[Element]:
+        """``source``, counted; when it ends before its packets do, the rest is counted too."""
+        get = self.element_handlers.get
+        n = 0
+        try:
+            for e in source:
+                n += 1
+                handler = get(type(e))
+                if handler is not None:
+                    handler(e)
+                yield e
+        finally:
+            self.elements += n
+        reader = self.reader
+        if reader is not None and not self.reader_done:
+            # The decoder stopped early (as the reference does): count what it left.
+            self.reader = None
+            for p in reader:
+                if self.stopped_at is None:
+                    self.stopped_at = p.offset
+                self.undecoded_packets += 1
+                self.undecoded_bytes += len(p.raw)
+
+    def result(self) -> SourceLoss:
+        """The counts so far, as a :class:`SourceLoss`."""
+        run = self.run
+        ranges = group_addresses(self.nacc)
+        clock = "global"
+        ts_count, ts_first, ts_last = self.ts_count, self.ts_first, self.ts_last
+        if not ts_count and self.local_ts:
+            clock = "local"
+            ts_first, ts_last, ts_count = self.local_ts
+        return SourceLoss(
+            buffer=run.buffer.name,
+            source=run.source.name,
+            protocol=run.protocol.name,
+            trace_id=run.trace_id,
+            bytes=self.bytes,
+            packets=self.packets,
+            elements=self.elements,
+            packet_level=run.protocol.name in PACKET_MODULES,
+            sync_packets=any(h == "sync" for h, _ in _packet_kinds(run.protocol.name).values()),
+            syncs=self.syncs.freeze(),
+            unsynced_bytes=self.unsynced,
+            overflows=self.overflows.freeze(),
+            bad_packets=self.bad.freeze(),
+            resyncs=self.resyncs.freeze(),
+            truncated=self.truncated.freeze(),
+            diagnostics={k: v.freeze() for k, v in self.diagnostics.items()},
+            stopped_at=self.stopped_at,
+            undecoded_packets=self.undecoded_packets,
+            undecoded_bytes=self.undecoded_bytes,
+            timestamps=ts_count,
+            first_timestamp=ts_first,
+            last_timestamp=ts_last,
+            timestamp_clock=clock,
+            nacc=sum(v[0] for v in self.nacc.values()),
+            unreached=tuple(ranges[: self.limit]),
+            unreached_ranges=len(ranges),
+        )
+
+
+def _bind(method: Callable[[Packet, str], None], label: str) -> Callable[[Packet], None]:
+    def handler(p: Packet) -> None:
+        method(p, label)
+
+    return handler
+
+
+def group_addresses(seen: dict[int, list[int]], gap: int = RANGE_GAP) -> list[AddressRange]:
+    """Group ``address -> [hits, first offset, memory spaces]`` into ranges, in address order.
+
+    An address less than ``gap`` after the last address of a range joins it.
+    """
+    out: list[AddressRange] = []
+    start = last = hits = first = space = 0
+    for address in sorted(seen):
+        h, offset, sp = seen[address]
+        if out or hits:
+            if address - last < gap:
+                last = address
+                hits += h
+                first = min(first, offset)
+                space |= sp
+                continue
+            out.append(AddressRange(start, last, hits, first, MemSpace(space)))
+        start = last = address
+        hits, first, space = h, offset, sp
+    if hits:
+        out.append(AddressRange(start, last, hits, first, MemSpace(space)))
+    return out
+
+
+class _CountingStream(Stream):
+    """A stream that counts the bytes a reader takes from it (a block at a time).
+
+    Everything else is the inner stream's, attributes of its own class included.
+    """
+
+    __slots__ = ("_inner", "_tally")
+
+    def __init__(self, inner: Stream, tally: _Tally) -> None:
+        # Deliberately not calling Stream.__init__: everything comes from ``inner``.
+        self.trace_id = inner.trace_id
+        self._inner = inner
+        self._tally = tally
+
+    def blocks(self) -> Iterator[Stream]:
+        """The inner stream's blocks, counted."""
+        tally = self._tally
+        for block in self._inner.blocks():
+            tally.bytes += len(block.data)
+            yield block
+
+    @property
+    def data(self) -> bytes:
+        """All the inner stream's bytes (counted once, however often asked)."""
+        data = self._inner.data
+        self._tally.bytes = len(data)
+        return data
+
+    @data.setter
+    def data(self, value: bytes) -> None:
+        self._inner.data = value
+
+    @property
+    def run_pos(self) -> npt.NDArray[np.int64]:
+        """The inner stream's run positions."""
+        return self._inner.run_pos
+
+    @run_pos.setter
+    def run_pos(self, value: npt.NDArray[np.int64]) -> None:
+        self._inner.run_pos = value
+
+    @property
+    def run_idx(self) -> npt.NDArray[np.int64]:
+        """The inner stream's run indices."""
+        return self._inner.run_idx
+
+    @run_idx.setter
+    def run_idx(self, value: npt.NDArray[np.int64]) -> None:
+        self._inner.run_idx = value
+
+    def __getattr__(self, name: str) -> Any:
+        # What a stream class of its own adds (a trace-port capture's ``fmt``...).
+        return getattr(self._inner, name)
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def __bool__(self) -> bool:
+        return True
+
+    def offset_at(self, pos: int) -> int:
+        """Capture index of the byte at stream position ``pos``."""
+        return self._inner.offset_at(pos)
+
+    def offsets(self) -> npt.NDArray[np.int64]:
+        """Capture index of every byte."""
+        return self._inner.offsets()
+
+    def chunks(self) -> Iterator[tuple[int, bytes]]:
+        """``(capture index, bytes)`` for each run of consecutive indices."""
+        return self._inner.chunks()
+
+    def __repr__(self) -> str:
+        return f"Counting({self._inner!r})"
+
+
+@dataclass
+class _CountedRun(SourceRun):
+    """A :class:`SourceRun` whose packets and elements are counted by a :class:`_Tally`."""
+
+    tally: _Tally | None = field(default=None, repr=False)
+
+    def packets(self) -> Iterator[Packet]:
+        """The packets of this source's stream, counted."""
+        tally = self.tally
+        assert tally is not None
+        stream = _CountingStream(self.stream, tally)
+        reader = tally.count_packets(
+            self.protocol.iter_packets(stream, self.config, self.context.complete)
+        )
+        tally.reader = reader
+        return reader
+
+    def elements(self, packets: Iterable[Packet] | None = None) -> Iterator[Element]:
+        """The elements decoded from ``packets`` (by default ``packets()``), counted."""
+        tally = self.tally
+        assert tally is not None
+        return tally.count_elements(super().elements(packets))
+
+
+class LossCounter:
+    """Counts what the runs it watches give and lose; :meth:`report` says what it found.
+
+    ``limit`` is how many offsets (and address ranges) each list keeps.
+    """
+
+    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+        self.limit = limit
+        self._tallies: list[_Tally] = []
+        self._not_decoded: list[NotDecoded] = []
+        self._issues: list[Issue] = []
+
+    def watch(self, run: SourceRun) -> SourceRun:
+        """A copy of ``run`` whose ``packets()``, ``elements()`` and ``batches()`` are counted."""
+        tally = _Tally(run, self.limit)
+        self._tallies.append(tally)
+        return _CountedRun(
+            run.buffer,
+            run.source,
+            run.protocol,
+            run.config,
+            run.trace_id,
+            run.packet_id,
+            run.stream,
+            run.context,
+            tally,
+        )
+
+    def not_decoded(self, entry: NotDecoded) -> None:
+        """Record a source or trace ID that was not decoded."""
+        self._not_decoded.append(entry)
+
+    def add_issues(self, issues: Iterable[Issue]) -> None:
+        """Record problems met: a buffer's issues, those of code memory (each once)."""
+        for issue in issues:
+            if issue not in self._issues:
+                self._issues.append(issue)
+
+    def report(self) -> LossReport:
+        """What was counted so far."""
+        return LossReport(
+            tuple(t.result() for t in self._tallies),
+            tuple(self._not_decoded),
+            tuple(self._issues),
+        )
+
+
+def loss_report(
+    trace: Trace,
+    buffers: Sequence[str] | None = None,
+    options: DecodeOptions | None = None,
+    *,
+    limit: int = DEFAULT_LIMIT,
+) -> LossReport:
+    """Decode ``trace`` (the ``buffers`` named, default all) and say what it lost.
+
+    Decodes every source of every buffer in one :class:`~cstrace.decode.Session`,
+    as ``cstrace decode`` does, and discards the elements.
+    """
+    counter = LossCounter(limit)
+    counter.add_issues(trace.issues)
+    session = Session(trace, options)
+    names = list(buffers) if buffers is not None else [b.name for b in trace.buffers]
+    for name in names:
+        decoded = session.open_buffer(trace.buffer(name))
+        counter.add_issues(decoded.issues)
+        for run in decoded.runs:
+            for _ in counter.watch(run).elements():
+                pass
+            counter.add_issues(session.new_issues())
+    return counter.report()

@@ -1,0 +1,141 @@
+"""What the trace lost, as text: the summary of ``cstrace decode`` and ``cstrace info``.
+
+Input: a :class:`~cstrace.analyses.loss.LossReport`; output: text lines, one
+heading per trace source and indented lines for what it gave and lost::
+
+    buffer ETB_0, trace ID 0x10 (ETM_0, etmv4): 102 bytes, 23 packets, 31 elements
+      synchronisation: 1 at 0
+      timestamps: 3, first 0x1250, last 0x18f0
+      lost: nothing (no overflow, bad packet, resynchronisation or missing code)
+
+Offsets are capture indices (the ``Idx`` of the listings), in decimal;
+addresses and timestamps are in hexadecimal. JSON comes from the report's own
+``to_dict()``.
+"""
+
+from __future__ import annotations
+
+from cstrace.analyses.loss import LossReport, NotDecoded, Occurrence, Occurrences, SourceLoss
+from cstrace.render.ocsd.elements import mem_space_name
+
+__all__ = ["loss_lines", "not_decoded_line", "occurrences_text", "source_lines"]
+
+
+def _words(name: str) -> str:
+    """``BAD_PACKET`` -> ``bad packet``."""
+    return name.lower().replace("_", " ")
+
+
+def occurrences_text(occ: Occurrences, *, kinds: bool = True) -> str:
+    """``3 at 10, 20 and 30``; with ``kinds``, each one's ``what`` in brackets (once
+    when they are all the same)."""
+    if not occ.count:
+        return "none"
+    if not kinds:
+        occ = Occurrences(occ.count, tuple(Occurrence(o.offset) for o in occ.first))
+    kinds_seen = {o.what for o in occ.first}
+    same = len(kinds_seen) == 1
+    places = [
+        f"{o.offset}" if same or not o.what else f"{o.offset} ({_words(o.what)})" for o in occ.first
+    ]
+    head = f"{occ.count}"
+    if same and next(iter(kinds_seen)):
+        head += f" ({_words(next(iter(kinds_seen)))})"
+    if occ.more:
+        places.append(f"{occ.more} more")
+    if len(places) == 1:
+        listed = places[0]
+    else:
+        listed = ", ".join(places[:-1]) + " and " + places[-1]
+    return f"{head} at {listed}"
+
+
+def source_lines(loss: SourceLoss) -> list[str]:
+    """The lines for one trace source of one buffer."""
+    out = [
+        f"buffer {loss.buffer}, trace ID {loss.trace_id:#x} ({loss.source}, {loss.protocol}): "
+        f"{loss.bytes} bytes, {loss.packets} packets, {loss.elements} elements"
+    ]
+    add = out.append
+    if not loss.bytes and not loss.packets:
+        out[0] += ": no trace for this source"
+        return out
+    if loss.sync_packets:
+        add(f"  synchronisation: {occurrences_text(loss.syncs)}")
+    if loss.packet_level:
+        if loss.unsynced_bytes:
+            add(
+                f"  not synchronised: {loss.unsynced_bytes} bytes not decoded (before the "
+                "first synchronisation, or while looking for the next)"
+            )
+    if loss.overflows.count:
+        add(f"  overflows: {occurrences_text(loss.overflows)}")
+    if loss.bad_packets.count:
+        add(f"  bad packets: {occurrences_text(loss.bad_packets)}")
+    if loss.resyncs.count:
+        add(f"  resynchronisations: {occurrences_text(loss.resyncs)}")
+    if loss.truncated.count:
+        add(f"  cut by the end of the trace: {occurrences_text(loss.truncated)}")
+    for kind, occ in loss.diagnostics.items():
+        # the reference's error code (``what``) is in the JSON; the kind says more
+        add(f"  decoder diagnostic {_words(kind)}: {occurrences_text(occ, kinds=False)}")
+    if loss.stopped_at is not None:
+        add(
+            f"  decoding stopped at {loss.stopped_at}: {loss.undecoded_packets} packets "
+            f"({loss.undecoded_bytes} bytes) after it not decoded"
+        )
+    if loss.timestamps:
+        clock = " (local)" if loss.timestamp_clock == "local" else ""
+        add(
+            f"  timestamps{clock}: {loss.timestamps}, first {loss.first_timestamp or 0:#x}, "
+            f"last {loss.last_timestamp or 0:#x}"
+        )
+    else:
+        add("  timestamps: none")
+    if loss.nacc:
+        add(
+            f"  no memory image: {loss.nacc} ADDR_NACC elements at code addresses in "
+            f"{loss.unreached_ranges} range(s) (add an image that covers them: --image, --memory):"
+        )
+        for r in loss.unreached:
+            where = f"{r.start:#x}" if r.start == r.last else f"{r.start:#x}-{r.last:#x}"
+            times = "1 time" if r.hits == 1 else f"{r.hits} times"
+            space = f"  {mem_space_name(int(r.mem_space))}" if r.mem_space else ""
+            add(f"    {where}  {times}, first at {r.first_offset}{space}")
+        if loss.unreached_ranges > len(loss.unreached):
+            add(f"    and {loss.unreached_ranges - len(loss.unreached)} more range(s)")
+    if not loss.lost_anything:
+        add("  lost: nothing (no overflow, bad packet, resynchronisation or missing code)")
+    return out
+
+
+def not_decoded_line(entry: NotDecoded) -> str:
+    """One line for a source or trace ID that was not decoded."""
+    who = f"trace ID {entry.trace_id:#x}" if entry.trace_id is not None else "a source"
+    if entry.source:
+        who += f" ({entry.source})"
+    size = f": {entry.bytes} bytes" if entry.bytes is not None else ""
+    return f"buffer {entry.buffer}, {who}{size}, not decoded: {entry.reason}"
+
+
+def loss_lines(report: LossReport, *, issues: bool = True) -> list[str]:
+    """The whole report: each source, then what was not decoded, then the problems met
+    (with ``issues`` False, only how many: the command line printed them as they came)."""
+    out: list[str] = []
+    for loss in report.sources:
+        out.extend(source_lines(loss))
+    for entry in report.not_decoded:
+        out.append(not_decoded_line(entry))
+    if issues:
+        for issue in report.issues:
+            label = "error" if issue.is_error else "warning"
+            out.append(f"{label}: {issue}")
+    elif report.issues:
+        errors = sum(1 for i in report.issues if i.is_error)
+        warnings = len(report.issues) - errors
+        out.append(f"issues: {_count(errors, 'error')} and {_count(warnings, 'warning')} (above)")
+    return out
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
