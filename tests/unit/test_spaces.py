@@ -300,4 +300,4 @@ def test_flatten_keeps_the_first_region_where_they_overlap() -> None:
 
 def test_bad_mode() -> None:
     with pytest.raises(SnapshotError, match="contextidr"):
-        AddressSpaces(contextidr="vmid")
+        AddressSpaces(contextidr="bogus")

@@ -32,7 +32,15 @@ from cstrace.elements import MemSpace
 from cstrace.errors import SnapshotError
 from cstrace.memory.image import MemoryRegion
 
-__all__ = ["ElfImage", "ElfSegment", "format_uuid", "load_elf", "normalize_uuid", "uuid_matches"]
+__all__ = [
+    "ElfImage",
+    "ElfLoad",
+    "ElfSegment",
+    "format_uuid",
+    "load_elf",
+    "normalize_uuid",
+    "uuid_matches",
+]
 
 _MAGIC = b"\x7fELF"
 _PF_X = 0x1
@@ -49,6 +57,15 @@ class ElfSegment:
     name: str
 
 
+@dataclass(frozen=True)
+class ElfLoad:
+    """A loadable part of the file: ``size`` bytes at file ``offset`` go to link ``address``."""
+
+    offset: int
+    address: int
+    size: int
+
+
 @dataclass
 class ElfImage:
     """The code of an ELF file, with what identifies it."""
@@ -63,6 +80,22 @@ class ElfImage:
     segments: list[ElfSegment] = field(default_factory=list)
     load_base: int | None = None
     """Lowest link address of any loadable part of the file (code or not)."""
+    loads: list[ElfLoad] = field(default_factory=list)
+    """Every loadable part (``PT_LOAD`` segments; sections of a relocatable object)."""
+
+    def file_offset(self, address: int) -> int | None:
+        """The file offset of link ``address`` (None when no loaded file bytes hold it)."""
+        for part in self.loads:
+            if part.address <= address < part.address + part.size:
+                return part.offset + (address - part.address)
+        return None
+
+    def link_address(self, offset: int) -> int | None:
+        """The link address file ``offset`` is loaded at (None when no loadable part holds it)."""
+        for part in self.loads:
+            if part.offset <= offset < part.offset + part.size:
+                return part.address + (offset - part.offset)
+        return None
 
     @property
     def uuid(self) -> str | None:
@@ -182,10 +215,12 @@ def _load_segments(elf: object, image: ElfImage, size: int) -> None:
         vaddr = int(seg["p_vaddr"])
         if image.load_base is None or vaddr < image.load_base:
             image.load_base = vaddr
-        if not (int(seg["p_flags"]) & _PF_X):
-            continue
         off = int(seg["p_offset"])
         filesz = int(seg["p_filesz"])
+        if filesz:
+            image.loads.append(ElfLoad(off, vaddr, filesz))
+        if not (int(seg["p_flags"]) & _PF_X):
+            continue
         if filesz == 0:
             continue
         if off + filesz > size:
@@ -218,6 +253,7 @@ def _load_sections(elf: object, image: ElfImage, size: int) -> None:
         align = max(int(sec["sh_addralign"]), 1)
         address = (address + align - 1) // align * align
         image.segments.append(ElfSegment(address, bytes(sec.data()), sec.name))
+        image.loads.append(ElfLoad(off, address, length))
         address += length
 
 

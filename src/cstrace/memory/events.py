@@ -39,11 +39,14 @@ __all__ = [
     "State",
     "ThreadEvent",
     "TraceEvent",
+    "format_event",
+    "format_event_log",
     "parse_event_log",
 ]
 
-CONTEXTIDR_MODES = ("pid", "asid", "tid")
-"""How CONTEXTIDR identifies the address space: bits 8..31, an ASID in bits 0..7, bits 0..31."""
+CONTEXTIDR_MODES = ("pid", "asid", "tid", "vmid")
+"""How the trace identifies the address space: CONTEXTIDR bits 8..31, an ASID in bits 0..7,
+bits 0..31, or the VMID (CONTEXTIDR_EL2 traced as the VMID, by a kernel running at EL2)."""
 
 _MAX_LOG_BYTES = 256 * 1024 * 1024
 
@@ -67,9 +70,14 @@ class Event:
 
 
 class ProcessEvent(Event):
-    """``declare_process(STATE, pid, base, image, uuid)``: an address space (§5.5.2)."""
+    """``declare_process(STATE, pid, base, image, uuid, size=N)``: an address space (§5.5.2).
 
-    __slots__ = ("base", "image", "pid", "state", "uuid")
+    ``size`` (an extension of §5.5.2, optional) is the extent of the image in
+    the process: addresses ``base`` to ``base + size`` belong to it, whether
+    its file is found or not (a recording's memory maps give it).
+    """
+
+    __slots__ = ("base", "image", "pid", "size", "state", "uuid")
 
     def __init__(
         self,
@@ -80,6 +88,7 @@ class ProcessEvent(Event):
         base: int,
         image: str | None,
         uuid: str | None,
+        size: int | None = None,
     ) -> None:
         super().__init__(timestamp, line)
         self.state = state
@@ -87,10 +96,12 @@ class ProcessEvent(Event):
         self.base = base
         self.image = image
         self.uuid = uuid
+        self.size = size
 
 
 class LibraryEvent(ProcessEvent):
-    """``declare_library(STATE, pid, base, image, uuid)``: a shared object or module (§5.5.4)."""
+    """``declare_library(STATE, pid, base, image, uuid, size=N)``: a shared object or module
+    (§5.5.4)."""
 
     __slots__ = ()
 
@@ -254,7 +265,11 @@ _SIGNATURES: dict[str, tuple[str, ...]] = {
     "define_trace": ("state", "trace_id", "source"),
 }
 _OPTIONAL = {"image", "uuid", "code"}
-_EXTRA_KEYS = {"patch_code": {"file", "id"}}
+_EXTRA_KEYS = {
+    "patch_code": {"file", "id"},
+    "declare_process": {"size"},
+    "declare_library": {"size"},
+}
 
 
 def _bind(
@@ -332,6 +347,9 @@ def _make_event(name: str, timestamp: int, args: list[_Arg], path: str, line: in
     match name:
         case "declare_process" | "declare_library":
             cls = ProcessEvent if name == "declare_process" else LibraryEvent
+            size = _int(extra["size"], "size", path, line) if "size" in extra else None
+            if size is not None and size <= 0:
+                raise InputError(f"{name}: size {size} is not positive", path=path, line=line)
             return cls(
                 timestamp,
                 line,
@@ -340,6 +358,7 @@ def _make_event(name: str, timestamp: int, args: list[_Arg], path: str, line: in
                 _int(b["base"], "base address", path, line),
                 _opt_str(b.get("image")),
                 _opt_str(b.get("uuid")),
+                size,
             )
         case "declare_thread":
             return ThreadEvent(
@@ -429,3 +448,50 @@ def parse_event_log(raw: bytes | str, path: str = "<event log>") -> EventLog:
         log.events.append(_make_event(name, ts, args, path, number))
     log.events.sort(key=lambda e: e.timestamp)
     return log
+
+
+# --- writing ------------------------------------------------------------------------------
+
+
+def _quote(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
+
+
+def format_event(e: Event) -> str:
+    """One event as a line of the event log (without its timestamp)."""
+    if isinstance(e, ProcessEvent):
+        name = "declare_library" if isinstance(e, LibraryEvent) else "declare_process"
+        args = [e.state.name, str(e.pid), f"{e.base:#x}"]
+        if e.image is not None or e.uuid is not None:
+            args.append("-" if e.image is None else _quote(e.image))
+        if e.uuid is not None:
+            args.append(_quote(e.uuid))
+        if e.size is not None:
+            args.append(f"size={e.size:#x}")
+        return f"{name}({', '.join(args)})"
+    if isinstance(e, ThreadEvent):
+        return f"declare_thread({e.state.name}, {e.tid}, {e.pid})"
+    if isinstance(e, AsidEvent):
+        return f"declare_asid({e.state.name}, {e.asid:#x}, {e.pid})"
+    if isinstance(e, PatchEvent):
+        args = [str(e.pid), f"{e.address:#x}", str(e.length)]
+        if e.code is not None:
+            args.append(f"code={e.code.hex()}")
+        if e.file is not None:
+            args.append(f"file={_quote(e.file)}")
+        if e.ident is not None:
+            args.append(f"id={_quote(e.ident)}")
+        return f"patch_code({', '.join(args)})"
+    if isinstance(e, TraceEvent):
+        regs = "".join(f", {k}={v:#x}" for k, v in e.registers.items())
+        return f"define_trace({e.state.name}, {e.trace_id:#x}, {e.source}{regs})"
+    raise TypeError(f"not an event: {e!r}")
+
+
+def format_event_log(events: list[Event], comment: str = "") -> str:
+    """The text of an event log holding ``events`` (in their order), which
+    :func:`parse_event_log` reads back; ``comment`` lines go first, after ``#``."""
+    lines = [f"# {c}" if c else "#" for c in comment.splitlines()]
+    lines += [f"{e.timestamp:#x}  {format_event(e)}" for e in events]
+    return "\n".join(lines) + "\n"

@@ -48,15 +48,20 @@ from cstrace.memory.events import (
 from cstrace.memory.image import MemoryMap, MemoryRegion
 
 __all__ = [
+    "KERNEL_PID",
     "AddressSpaces",
+    "Epoch",
     "ImageResolver",
+    "Interval",
     "StaticMapping",
+    "Timeline",
     "flatten_regions",
 ]
 
 _NEG_INF = float("-inf")
 _POS_INF = float("inf")
 KERNEL_PID = 0
+"""Process 0 is the kernel: its images are seen in every address space."""
 
 
 # --- timeline -----------------------------------------------------------------------------
@@ -72,8 +77,13 @@ class StaticMapping:
     uuid: str | None = None
 
 
-class _Interval:
-    """An entity alive from ``start`` (inclusive) to ``end`` (exclusive)."""
+class Interval:
+    """An entity of the log alive from ``start`` (inclusive) to ``end`` (exclusive).
+
+    ``kind`` is ``map`` (a process or library image; ``key`` is (pid, base)),
+    ``thread`` (key (tid,), value the pid), ``asid`` or ``patch``; ``value``
+    the event (or :class:`StaticMapping`) that made it; ``serial`` its number.
+    """
 
     __slots__ = ("end", "key", "kind", "serial", "start", "value")
 
@@ -92,8 +102,12 @@ ImageResolver = Callable[[str | None, str | None, str, int], "ElfImage | bytes |
 """Finds an image by (name, uuid, where, line): an ELF image, raw bytes, or None if absent."""
 
 
-class _Timeline:
-    """Intervals built from the log once; shared by every cursor over the same log."""
+class Timeline:
+    """The log as intervals, built once; shared by every cursor over the same log.
+
+    :meth:`index_at` gives the epoch of a time and :meth:`epoch` what is alive
+    during it.
+    """
 
     def __init__(
         self,
@@ -101,15 +115,15 @@ class _Timeline:
         static: list[StaticMapping],
         warnings: list[Issue],
     ) -> None:
-        self.intervals: list[_Interval] = []
+        self.intervals: list[Interval] = []
         self.warnings = warnings
         serial = 0
-        open_: dict[tuple[object, ...], _Interval] = {}
+        open_: dict[tuple[object, ...], Interval] = {}
         seen_end: dict[tuple[object, ...], float] = {}
         process_ends: dict[int, list[float]] = {}
 
         for m in static:
-            iv = _Interval("map", (m.pid, -1 if m.base is None else m.base), _NEG_INF, m, serial)
+            iv = Interval("map", (m.pid, -1 if m.base is None else m.base), _NEG_INF, m, serial)
             serial += 1
             self.intervals.append(iv)
 
@@ -130,7 +144,7 @@ class _Timeline:
             elif isinstance(e, AsidEvent):
                 kind, key, value, state = "asid", (e.asid,), e.pid, e.state
             elif isinstance(e, PatchEvent):
-                iv = _Interval("patch", (e.pid, e.address), t, e, serial)
+                iv = Interval("patch", (e.pid, e.address), t, e, serial)
                 serial += 1
                 self.intervals.append(iv)
                 continue
@@ -141,7 +155,7 @@ class _Timeline:
             if state == State.START:
                 if cur is not None:
                     cur.end = t
-                iv = _Interval(kind, key, t, value, serial)
+                iv = Interval(kind, key, t, value, serial)
                 serial += 1
                 open_[full] = iv
                 self.intervals.append(iv)
@@ -153,7 +167,7 @@ class _Timeline:
                     start = t
                 else:
                     start = seen_end.get(full, _NEG_INF)
-                iv = _Interval(kind, key, start, value, serial)
+                iv = Interval(kind, key, start, value, serial)
                 serial += 1
                 open_[full] = iv
                 self.intervals.append(iv)
@@ -163,7 +177,7 @@ class _Timeline:
                     del open_[full]
                 elif full not in seen_end:
                     # Its creation was lost: it existed from before the log began.
-                    iv = _Interval(kind, key, _NEG_INF, value, serial)
+                    iv = Interval(kind, key, _NEG_INF, value, serial)
                     serial += 1
                     iv.end = t
                     self.intervals.append(iv)
@@ -195,14 +209,14 @@ class _Timeline:
             if iv.end not in (_NEG_INF, _POS_INF):
                 bounds.add(iv.end)
         self.bounds: list[float] = sorted(bounds)
-        self._epochs: dict[int, _Epoch] = {}
+        self._epochs: dict[int, Epoch] = {}
 
-    def epoch(self, index: int) -> _Epoch:
+    def epoch(self, index: int) -> Epoch:
         """The state between two boundaries (index -1: before any trace time is known)."""
         ep = self._epochs.get(index)
         if ep is None:
             if index < 0:
-                firsts: dict[tuple[object, ...], _Interval] = {}
+                firsts: dict[tuple[object, ...], Interval] = {}
                 for iv in self.intervals:
                     k = (iv.kind, *iv.key) if iv.kind != "patch" else ("patch", iv.serial)
                     old = firsts.get(k)
@@ -215,7 +229,7 @@ class _Timeline:
                 else:
                     t = self.bounds[index - 1]
                 active = [iv for iv in self.intervals if iv.start <= t < iv.end]
-            ep = _Epoch(active)
+            ep = Epoch(active)
             self._epochs[index] = ep
         return ep
 
@@ -232,14 +246,14 @@ def _same(a: object, b: object) -> bool:
     return a == b
 
 
-class _Epoch:
-    """What is alive during one stretch of time."""
+class Epoch:
+    """What is alive during one stretch of time: threads, ASIDs, mappings and patches by pid."""
 
-    def __init__(self, active: list[_Interval]) -> None:
+    def __init__(self, active: list[Interval]) -> None:
         self.threads: dict[int, int] = {}
         self.asids: dict[int, int] = {}
-        self.maps: dict[int, list[_Interval]] = {}
-        self.patches: dict[int, list[_Interval]] = {}
+        self.maps: dict[int, list[Interval]] = {}
+        self.patches: dict[int, list[Interval]] = {}
         for iv in active:
             if iv.kind == "thread":
                 self.threads[iv.key[0]] = int(iv.value)  # type: ignore[call-overload]
@@ -274,12 +288,14 @@ class _Shared:
     def __init__(
         self,
         static: MemoryMap,
-        timeline: _Timeline,
+        timeline: Timeline,
         resolve: ImageResolver,
         mode: str,
         warnings: list[Issue],
         where: str,
+        clock: Callable[[int], int] | None = None,
     ) -> None:
+        self.clock = clock
         self.static = static
         self.timeline = timeline
         self.resolve = resolve
@@ -308,7 +324,12 @@ class _Shared:
             out = self._patch_regions(value)
         elif isinstance(value, ProcessEvent):
             out = self._image_regions(
-                value.image, value.uuid, value.base, value.pid, f"{self.where}: line {value.line}"
+                value.image,
+                value.uuid,
+                value.base,
+                value.pid,
+                f"{self.where}: line {value.line}",
+                value.size,
             )
         elif isinstance(value, StaticMapping):
             out = self._image_regions(value.image, value.uuid, value.base, value.pid, "package")
@@ -333,13 +354,24 @@ class _Shared:
         return [MemoryRegion(e.address, code, MemSpace.ANY, f"patch@{e.line}")]
 
     def _image_regions(
-        self, name: str | None, uuid: str | None, base: int | None, pid: int, where: str
+        self,
+        name: str | None,
+        uuid: str | None,
+        base: int | None,
+        pid: int,
+        where: str,
+        size: int | None = None,
     ) -> list[MemoryRegion]:
         if name is None and uuid is None:
             return []
         got = self.resolve(name, uuid, where, 0)
         label = name or uuid or "?"
         if got is None:
+            if size is not None:
+                # Its extent is known: the addresses that fall in it are counted and
+                # reported by whoever locates them (memory.locate), not every image
+                # the log names.
+                return []
             self.warn_once(
                 f"img:{label}:{pid}",
                 f"{where}: image {label!r} of process {pid} not found; its code cannot be decoded",
@@ -430,6 +462,7 @@ class AddressSpaces:
         contextidr: str | None = None,
         static_mappings: Iterable[StaticMapping] = (),
         warnings: list[Issue] | None = None,
+        clock: Callable[[int], int] | None = None,
         _shared: _Shared | None = None,
     ) -> None:
         if _shared is None:
@@ -437,7 +470,7 @@ class AddressSpaces:
             mode = contextidr or ("asid" if log is not None and log.uses_asids else "pid")
             if mode not in CONTEXTIDR_MODES:
                 raise InputError(f"contextidr {mode!r} is not one of {', '.join(CONTEXTIDR_MODES)}")
-            timeline = _Timeline(log, list(static_mappings), warn)
+            timeline = Timeline(log, list(static_mappings), warn)
             _shared = _Shared(
                 static or MemoryMap(),
                 timeline,
@@ -445,11 +478,13 @@ class AddressSpaces:
                 mode,
                 warn,
                 log.path if log is not None else "",
+                clock,
             )
         self._s = _shared
         self._time: float | None = None
         self._epoch_index = -2
         self._context: int | None = None
+        self._vmid: int | None = None
         self._pid: int | None = None
         self._map = MemoryMap()
         self.generation = 0
@@ -485,15 +520,25 @@ class AddressSpaces:
         return self._map.read(address, size, space)
 
     def set_context(self, context_id: int | None, vmid: int | None = None) -> None:
-        """Select the address space of the process CONTEXTIDR (``context_id``) identifies."""
-        if context_id == self._context:
+        """Select the address space of the process CONTEXTIDR (``context_id``) identifies
+        (in ``vmid`` mode, the one the VMID identifies)."""
+        if self._s.mode == "vmid":
+            if vmid == self._vmid:
+                return
+            self._vmid = vmid
+        elif context_id == self._context:
             return
         self._context = context_id
         self._refresh()
 
     def advance(self, time: int) -> None:
-        """Move to trace time ``time`` (events up to it are applied)."""
-        self.set_time(time)
+        """Move to trace time ``time`` (events up to it are applied).
+
+        With a clock (a recording whose timestamps count CPU cycles), ``time``
+        is converted to the log's time first.
+        """
+        clock = self._s.clock
+        self.set_time(time if clock is None else clock(time))
 
     def set_time(self, timestamp: int | None) -> None:
         """Move to trace time ``timestamp`` (events up to it are applied; None: before any)."""
@@ -504,12 +549,15 @@ class AddressSpaces:
 
     # -- internals --
 
-    def process_of(self, context_id: int | None) -> int | None:
-        """The process a CONTEXTIDR value stands for at the current time (§5.7)."""
+    def process_of(self, context_id: int | None, vmid: int | None = None) -> int | None:
+        """The process a CONTEXTIDR value (or, in ``vmid`` mode, a VMID) stands for at the
+        current time (§5.7)."""
+        mode = self._s.mode
+        if mode == "vmid":
+            context_id = vmid
         if context_id is None:
             return None
         ep = self._s.timeline.epoch(self._s.timeline.index_at(self._time))
-        mode = self._s.mode
         ident: int | None
         if mode == "asid":
             ident = ep.asids.get(context_id & 0xFF)
@@ -525,7 +573,7 @@ class AddressSpaces:
         tl = self._s.timeline
         index = tl.index_at(self._time)
         self._epoch_index = index
-        self._pid = self.process_of(self._context)
+        self._pid = self.process_of(self._context, self._vmid)
         gen, mm = self._s.view(tl.epoch(index).layers(self._pid))
         self._map = mm
         self.generation = gen
