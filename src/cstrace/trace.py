@@ -7,7 +7,9 @@ container. Nothing downstream knows which one it was:
 
 - :class:`Buffer`: captured bytes (one or more files, read lazily through
   :class:`Blob`) and their capture format (``coresight``, ``dstream_coresight``,
-  ``tpiu``, ``source_data`` and the classic port formats);
+  ``tpiu``, ``source_data`` and the classic port formats); for a recording that
+  says so, who ran when it was captured (:class:`ExecContext`: CPU, process,
+  thread) and the event-log time its decoding starts at;
 - :class:`Source`: a trace source: protocol, trace ID, the type of the core it
   traces, a plain mapping of register (or option) values, and the buffers that
   carry its trace. Protocols configure themselves from these with their
@@ -18,7 +20,9 @@ container. Nothing downstream knows which one it was:
 - :class:`~cstrace.memory.events.EventLog`: the time-ordered system events
   (processes, threads, libraries, code patches) of metadata requirements §5;
 - :class:`~cstrace.errors.Issue` records: what the input adapter noticed
-  (a memory file that is missing, a format guessed with low confidence).
+  (a memory file that is missing, a format guessed with low confidence);
+- a :class:`~cstrace.memory.clock.CounterClock` when the trace's timestamps
+  and the event log count time differently (perf's TIME_CONV).
 
 Where each item came from (file and line) is kept as an :class:`Origin` so
 errors can point at it.
@@ -32,12 +36,14 @@ from typing import Protocol
 
 from cstrace.elements import MemSpace
 from cstrace.errors import InputError, Issue
+from cstrace.memory.clock import CounterClock
 from cstrace.memory.events import EventLog
 
 __all__ = [
     "Blob",
     "Buffer",
     "Dump",
+    "ExecContext",
     "Image",
     "Origin",
     "Source",
@@ -81,15 +87,32 @@ class Origin:
         return self.path if self.line is None else f"{self.path}: line {self.line}"
 
 
+@dataclass(frozen=True, slots=True)
+class ExecContext:
+    """Who ran the traced code: the CPU, the process and the thread (None when unknown)."""
+
+    cpu: int | None = None
+    pid: int | None = None
+    tid: int | None = None
+
+
 @dataclass(frozen=True)
 class Buffer:
-    """A trace buffer: captured bytes, in one or more files read in order, and their format."""
+    """A trace buffer: captured bytes, in one or more files read in order, and their format.
+
+    A recording may say more (perf.data does, for each piece of AUX data):
+    ``context``, who ran when the trace in it began, and ``time``, the
+    event-log time at which its code memory is looked up until the trace
+    gives a timestamp (None: as each process and image first appears).
+    """
 
     name: str
     format: str
     """Capture format (see :data:`cstrace.capture.FORMATS`)."""
     files: tuple[Blob, ...]
     origin: Origin = Origin("")
+    context: ExecContext | None = None
+    time: int | None = None
 
     def size(self) -> int:
         """Size in bytes: the sum of the files' sizes."""
@@ -126,7 +149,8 @@ class Source:
     version part (``4.2``). ``registers`` maps upper-case register (or option)
     names to values; ``core`` is the type of the traced core (``Cortex-A53``)
     and ``core_name`` the name of that core in the input, which selects its
-    memory dumps and images.
+    memory dumps and images; ``cpu`` the number of the CPU it traces, when the
+    input says (a perf.data recording does).
     """
 
     name: str
@@ -137,6 +161,7 @@ class Source:
     core: str = ""
     core_name: str | None = None
     origin: Origin = Origin("")
+    cpu: int | None = None
 
     @property
     def version(self) -> str:
@@ -223,6 +248,13 @@ class Trace:
     """Finds a file the event log names, inside the container (None: no such lookup)."""
     inferred: list[Inferred] = field(default_factory=list)
     """Sources of a raw capture whose configuration was inferred, and how."""
+    clock: CounterClock | None = None
+    """How trace timestamps become event-log time (None: they are the same)."""
+
+    @property
+    def has_exec_context(self) -> bool:
+        """Whether the input says who ran (CPU, process, thread) for its buffers."""
+        return any(b.context is not None for b in self.buffers)
 
     def buffer(self, name: str) -> Buffer:
         """The buffer named ``name``; an :class:`InputError` listing the valid names otherwise."""

@@ -13,7 +13,10 @@ decoder reads opcodes from:
   as raw bytes at ``base``);
 - with an event log or per-process images, :class:`~cstrace.memory.spaces.AddressSpaces`
   over that static memory, one cursor per source (each source's trace starts
-  at the beginning of time).
+  at the beginning of time, or at the time its buffer gives);
+- an :class:`~cstrace.memory.locate.ImageLocator` over the same log and
+  images (:meth:`CodeMemories.locator`): which image and file offset an
+  address of a process is at.
 
 Problems (overlapping dumps, a dump shorter than its declared length, an image
 whose build ID differs from the one expected, images the log names but nobody
@@ -24,11 +27,14 @@ input adapters report those when they read the trace's description.
 
 from __future__ import annotations
 
+from functools import partial
+
 from cstrace.errors import Issue, IssueKind, Severity
 from cstrace.memory.code import CodeMemory
 from cstrace.memory.elf import ElfImage, format_uuid, load_elf, uuid_matches
 from cstrace.memory.events import PatchEvent, ProcessEvent
 from cstrace.memory.image import MemoryMap, MemoryRegion
+from cstrace.memory.locate import GlobalImage, ImageLocator
 from cstrace.memory.spaces import AddressSpaces, StaticMapping, flatten_regions
 from cstrace.trace import Dump, Image, Source, Trace
 
@@ -45,6 +51,7 @@ class CodeMemories:
         self._static: dict[str, MemoryMap] = {}
         self._spaces: dict[str, AddressSpaces | MemoryMap] = {}
         self._loaded: dict[str, ElfImage | bytes] = {}
+        self._locator: ImageLocator | None = None
 
     def _warn(self, message: str, where: object = None) -> None:
         path = None if where is None else str(where)
@@ -155,15 +162,54 @@ class CodeMemories:
 
     # -- code memory -------------------------------------------------------------------
 
-    def for_source(self, source: Source) -> CodeMemory:
-        """The code memory the decoder of ``source`` reads: a fresh cursor for each call."""
+    def for_source(self, source: Source, time: int | None = None) -> CodeMemory:
+        """The code memory the decoder of ``source`` reads: a fresh cursor for each call.
+
+        ``time`` (event-log time) is where the cursor starts; None: before any
+        event, each process and image taken as it first appears.
+        """
         core = source.core_name
         key = core or ""
         got = self._spaces.get(key)
         if got is None:
             got = self._build(core)
             self._spaces[key] = got
-        return got.cursor() if isinstance(got, AddressSpaces) else got
+        if not isinstance(got, AddressSpaces):
+            return got
+        cursor = got.cursor()
+        if time is not None:
+            cursor.set_time(time)
+        return cursor
+
+    def mode(self) -> str:
+        """How the trace names processes: its CONTEXTIDR convention, or the log's default."""
+        events = self.trace.events
+        return self.trace.contextidr or (
+            "asid" if events is not None and events.uses_asids else "pid"
+        )
+
+    def locator(self) -> ImageLocator:
+        """Which image (and file offset) holds an address of a process (built once)."""
+        if self._locator is None:
+            trace = self.trace
+            per_process = [
+                StaticMapping(i.pid, i.base, i.name or i.file.name, i.uuid)
+                for i in trace.images
+                if i.pid is not None
+            ]
+            everywhere = [
+                GlobalImage(i.name, i.uuid, i.base, partial(self.load_image, i))
+                for i in trace.images
+                if i.pid is None and i.core is None and not self._in_log(i)
+            ]
+            self._locator = ImageLocator(
+                trace.events,
+                self.resolve,
+                mode=self.mode(),
+                static_mappings=per_process,
+                images=everywhere,
+            )
+        return self._locator
 
     def _build(self, core: str | None) -> AddressSpaces | MemoryMap:
         static = self.static_map(core)
@@ -202,4 +248,5 @@ class CodeMemories:
             contextidr=trace.contextidr,
             static_mappings=mappings,
             warnings=self.issues,
+            clock=trace.clock.to_log_time if trace.clock is not None else None,
         )
