@@ -6,6 +6,9 @@
 - :mod:`.raw`: raw captures with no metadata, described by detection
   (:mod:`.detect`) and the user's options, through the §6.3.1 items of
   :mod:`.metadata`;
+- :mod:`.perfdata`: perf.data recordings (Linux perf, Android simpleperf) with
+  CoreSight trace: the trace units, the AUX data, the event log the records
+  make and the images they name (found by :mod:`.symbols`);
 - :mod:`.extras`: images, memory and an event log named on the command line,
   added to any of them.
 
@@ -16,15 +19,18 @@ trace came from.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from cstrace.errors import SnapshotError
 from cstrace.inputs.detect import CaptureGuess, StreamGuess, detect_capture
-from cstrace.inputs.extras import Extras, add_extras
+from cstrace.inputs.extras import Extras, add_extras, split_at
 from cstrace.inputs.package import open_trace_input, read_package
 from cstrace.inputs.package_write import PackageSummary, write_package
+from cstrace.inputs.perfdata import is_perf_data, open_perf_data, read_recording
 from cstrace.inputs.raw import RawOptions, open_raw
 from cstrace.inputs.snapshot import read_snapshot
+from cstrace.inputs.symbols import SymbolPaths, add_found_images
 from cstrace.inputs.zipfiles import Limits, ZipTree, is_zip
 from cstrace.trace import Trace
 
@@ -35,44 +41,75 @@ __all__ = [
     "PackageSummary",
     "RawOptions",
     "StreamGuess",
+    "SymbolPaths",
     "ZipTree",
     "add_extras",
     "detect_capture",
+    "is_perf_data",
     "is_raw_capture",
     "open_input",
+    "open_perf_data",
     "open_raw",
     "open_trace_input",
     "read_package",
+    "read_recording",
     "read_snapshot",
     "write_package",
 ]
 
 
 def is_raw_capture(path: str | Path) -> bool:
-    """Whether ``path`` names a raw capture: a file that is neither an ini file nor a ZIP."""
+    """Whether ``path`` names a raw capture: a file that is not an ini file, a ZIP or a
+    perf.data recording."""
     p = Path(path)
-    return p.is_file() and not p.name.lower().endswith(".ini") and not is_zip(p)
+    return (
+        p.is_file()
+        and not p.name.lower().endswith(".ini")
+        and not is_zip(p)
+        and not is_perf_data(p)
+    )
 
 
 def open_input(
-    path: str | Path, extras: Extras | None = None, raw: RawOptions | None = None
+    path: str | Path,
+    extras: Extras | None = None,
+    raw: RawOptions | None = None,
+    symbols: SymbolPaths | None = None,
 ) -> Trace:
-    """A snapshot, a package or a raw capture, with extra images, memory and events.
+    """A snapshot, a package, a perf.data recording or a raw capture, with extra images,
+    memory and events.
 
-    A file that is neither an ini file nor a ZIP is a raw capture, described by
-    ``raw``; for a snapshot or package, ``raw`` must be empty (they describe
-    their own trace).
+    A file that starts with ``PERFILE2`` is a perf.data recording; any other
+    file that is neither an ini file nor a ZIP is a raw capture, described by
+    ``raw``; for the others, ``raw`` must be empty (they describe their own
+    trace). ``symbols`` says where to look for the program images that a
+    recording or an event log names (by build ID and name).
     """
     raw = raw or RawOptions()
+    symbols = symbols or SymbolPaths()
     if is_raw_capture(path):
-        return open_raw(path, raw, extras)
+        trace = open_raw(path, raw, extras)
+        return add_found_images(trace, symbols) if symbols else trace
+    if raw.given():
+        raise SnapshotError(
+            "options that describe a raw capture (metadata, protocol, core, registers, "
+            "settings, capture format) do not apply: the "
+            + ("recording" if is_perf_data(path) else "snapshot or package")
+            + " describes its own trace",
+            path=str(path),
+        )
+    if is_perf_data(path):
+        # Images given without a base are the recording's own binaries: found by build ID
+        # (and placed where its memory maps say), not mapped in every address space.
+        if extras is not None and extras.images:
+            plain = [t for t in extras.images if split_at(t, "image")[1] is None]
+            for t in plain:
+                if not Path(t).is_file():
+                    raise SnapshotError("image file not found", path=t)
+            symbols = replace(symbols, files=(*symbols.files, *plain))
+            extras = replace(extras, images=[t for t in extras.images if t not in plain])
+        trace = open_perf_data(path, symbols)
     else:
-        if raw.given():
-            raise SnapshotError(
-                "options that describe a raw capture (metadata, protocol, core, registers, "
-                "settings, capture format) do not apply: the snapshot or package describes "
-                "its own trace",
-                path=str(path),
-            )
         trace = open_trace_input(path)
-    return add_extras(trace, extras) if extras else trace
+    trace = add_extras(trace, extras) if extras else trace
+    return add_found_images(trace, symbols) if symbols else trace

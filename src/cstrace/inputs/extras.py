@@ -18,7 +18,7 @@ from cstrace.memory.events import CONTEXTIDR_MODES, parse_event_log
 from cstrace.parsing import parse_int
 from cstrace.trace import Dump, Image, Origin, Trace
 
-__all__ = ["Extras", "add_extras"]
+__all__ = ["Extras", "add_extras", "split_at"]
 
 _CLI = Origin("command line")
 
@@ -38,7 +38,7 @@ class Extras:
         return bool(self.images or self.memory or self.events or self.contextidr)
 
 
-def _split_at(text: str, what: str) -> tuple[str, int | None]:
+def split_at(text: str, what: str) -> tuple[str, int | None]:
     """``FILE@ADDRESS`` → (FILE, ADDRESS); the address is optional."""
     name, sep, addr = text.rpartition("@")
     if not sep or not name:
@@ -52,14 +52,14 @@ def add_extras(trace: Trace, extras: Extras) -> Trace:
         return trace
     images = list(trace.images)
     for text in extras.images:
-        name, base = _split_at(text, "image")
+        name, base = split_at(text, "image")
         blob = PathBlob(name)
         if not blob.exists():
             raise SnapshotError("image file not found", path=name)
         images.append(Image(blob, Path(name).name, base, origin=_CLI))
     dumps = list(trace.dumps)
     for text in extras.memory:
-        name, address = _split_at(text, "memory")
+        name, address = split_at(text, "memory")
         if address is None:
             raise SnapshotError(
                 f"--memory {text!r}: give the address the contents go to, as FILE@ADDRESS"

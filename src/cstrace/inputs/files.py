@@ -6,7 +6,8 @@ links pointing elsewhere). :class:`FileTree` is the one door through which the
 input readers touch the file system, so a ZIP package (:mod:`.zipfiles`)
 provides the same interface. :class:`TreeBlob` is one file of a tree as the
 :class:`~cstrace.trace.Trace` model sees it; :class:`PathBlob` a file the user
-named on the command line; :class:`BytesBlob` bytes already in memory.
+named on the command line; :class:`BytesBlob` bytes already in memory;
+:class:`SliceBlob` a part of another file (the AUX data inside a perf.data file).
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ from typing import Protocol
 
 from cstrace.errors import SnapshotError
 
-__all__ = ["BytesBlob", "DirTree", "FileTree", "PathBlob", "TreeBlob", "safe_relative"]
+__all__ = [
+    "BytesBlob",
+    "DirTree",
+    "FileTree",
+    "PathBlob",
+    "SliceBlob",
+    "TreeBlob",
+    "safe_relative",
+]
 
 
 def safe_relative(name: str, *, path: str, line: int | None) -> PurePosixPath:
@@ -237,3 +246,43 @@ class BytesBlob:
 
     def __repr__(self) -> str:
         return f"BytesBlob({self._name!r}, {len(self._data)} bytes)"
+
+
+class SliceBlob:
+    """``length`` bytes of another file from ``offset``, as a file of their own."""
+
+    __slots__ = ("_name", "base", "length", "offset")
+
+    def __init__(self, base: PathBlob | TreeBlob | BytesBlob, offset: int, length: int) -> None:
+        self.base = base
+        self.offset = offset
+        """Where the part begins in the file."""
+        self.length = length
+        self._name = f"{base.name}@{offset:#x}"
+
+    @property
+    def name(self) -> str:
+        """The file's name and where the part begins: ``rec.data@0x26d8``."""
+        return self._name
+
+    def exists(self) -> bool:
+        """Whether the file is there."""
+        return self.base.exists()
+
+    def size(self) -> int:
+        """Size in bytes of the part."""
+        return self.length
+
+    def read(self, offset: int = 0, length: int | None = None) -> bytes:
+        """``length`` bytes (all by default) from ``offset`` of the part."""
+        offset = max(0, min(offset, self.length))
+        left = self.length - offset
+        want = left if length is None else max(0, min(length, left))
+        return self.base.read(self.offset + offset, want)
+
+    def blocks(self, block_size: int) -> Iterator[bytes]:
+        """The part in consecutive blocks."""
+        yield from _blocks_of(self.read, self.length, block_size)
+
+    def __repr__(self) -> str:
+        return f"SliceBlob({self.base.name!r}, {self.offset:#x}, {self.length})"

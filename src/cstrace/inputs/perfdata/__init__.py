@@ -1,0 +1,48 @@
+"""perf.data recordings (Linux ``perf record``, Android ``simpleperf record``) with CoreSight trace.
+
+- :mod:`.records`: the file format: header, attributes, features, records;
+- :mod:`.csetm`: the cs_etm AUXTRACE_INFO (one trace unit per CPU);
+- :mod:`.adapter`: a recording as a :class:`~cstrace.trace.Trace` (sources,
+  AUX data as buffers, the event log, the images found).
+
+:func:`is_perf_data` tells a perf.data file by its ``PERFILE2`` magic.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cstrace.inputs.perfdata.adapter import (
+    AuxPiece,
+    PerfImage,
+    PerfRecording,
+    open_perf_data,
+    read_recording,
+)
+from cstrace.inputs.perfdata.csetm import CpuTrace, CsEtmInfo
+from cstrace.inputs.perfdata.records import MAGIC, PerfFile, read_perf_file
+
+__all__ = [
+    "AuxPiece",
+    "CpuTrace",
+    "CsEtmInfo",
+    "PerfFile",
+    "PerfImage",
+    "PerfRecording",
+    "is_perf_data",
+    "open_perf_data",
+    "read_perf_file",
+    "read_recording",
+]
+
+
+def is_perf_data(path: str | Path) -> bool:
+    """Whether ``path`` is a file that starts with perf.data's ``PERFILE2`` magic."""
+    p = Path(path)
+    try:
+        if not p.is_file():
+            return False
+        with open(p, "rb") as f:
+            return f.read(8) in (MAGIC, MAGIC[::-1])
+    except OSError:
+        return False
