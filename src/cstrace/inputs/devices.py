@@ -17,11 +17,12 @@ from pathlib import PurePosixPath
 
 from cstrace.errors import Issue, IssueKind, Severity, SnapshotError
 from cstrace.inputs.files import FileTree, TreeBlob, safe_relative
+from cstrace.memory.clock import CounterClock
 from cstrace.memory.events import EventLog
 from cstrace.memory.image import mem_space_from_name
 from cstrace.parsing import parse_int
 from cstrace.protocols import protocol_name
-from cstrace.trace import Blob, Buffer, Dump, Image, Origin, Source, Trace
+from cstrace.trace import Blob, Buffer, Dump, ExecContext, Image, Origin, Source, Trace
 
 __all__ = [
     "Device",
@@ -76,6 +77,8 @@ class Device:
     path: str
     registers: dict[str, Register] = field(default_factory=dict)
     dumps: list[MemoryDump] = field(default_factory=list)
+    cpu: int | None = None
+    """The CPU a trace source traces, when the metadata says (``cpu`` item)."""
 
     @property
     def protocol(self) -> str:
@@ -113,6 +116,10 @@ class TraceBuffer:
     format: str
     path: str
     line: int
+    context: ExecContext | None = None
+    """Who ran when its trace began, when the package says (``cpu``, ``pid``, ``tid``)."""
+    time: int | None = None
+    """The event-log time its code is looked up at (``time``)."""
 
 
 @dataclass(frozen=True)
@@ -247,6 +254,7 @@ def trace_sources(snap: Snapshot) -> list[Source]:
                 core=ts.core.device_type if ts.core is not None else "",
                 core_name=ts.core.name if ts.core is not None else None,
                 origin=Origin(dev.path),
+                cpu=dev.cpu,
             )
         )
     return out
@@ -258,6 +266,7 @@ def to_trace(
     images: list[Image] | None = None,
     events: EventLog | None = None,
     contextidr: str | None = None,
+    clock: CounterClock | None = None,
 ) -> Trace:
     """The :class:`~cstrace.trace.Trace` a snapshot (or package) describes.
 
@@ -273,6 +282,8 @@ def to_trace(
             b.format,
             tuple(TreeBlob(tree, f) for f in b.files),
             Origin(b.path, b.line),
+            b.context,
+            b.time,
         )
         for b in snap.buffers
     ]
@@ -311,4 +322,5 @@ def to_trace(
         description=snap.description,
         issues=issues,
         find_file=find_file,
+        clock=clock,
     )

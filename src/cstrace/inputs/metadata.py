@@ -84,7 +84,7 @@ _TRACE_ID_REGISTERS: dict[str, tuple[str, int]] = {
 }
 
 # Keys of a [trace_N] section that are neither registers nor decode options.
-_DESCRIPTIVE = {"format", "name", "core", "core_name", "buffers", "description"}
+_DESCRIPTIVE = {"format", "name", "core", "core_name", "buffers", "description", "cpu"}
 
 
 def family_of(device_type: str) -> str:
@@ -699,6 +699,12 @@ def describe_source(section: str, items: list[Item], path: str, line: int | None
         return found[-1].value if found else None
 
     dev_name = (get("name") or "").strip() or section
+    cpu_entry = [e for e in items if e.key.strip().lower() == "cpu"]
+    cpu = (
+        parse_int(cpu_entry[-1].value, what="cpu", path=path, line=cpu_entry[-1].line)
+        if cpu_entry
+        else None
+    )
     device = Device(
         name=dev_name,
         device_class="trace_source",
@@ -706,6 +712,7 @@ def describe_source(section: str, items: list[Item], path: str, line: int | None
         location="",
         path=path,
         registers=registers,
+        cpu=cpu,
     )
     core_type = (get("core") or "").strip() or None
     core_name = (get("core_name") or "").strip() or None
@@ -853,6 +860,8 @@ def format_metadata(
         if src.core_name is not None:
             lines.append(f"core: {src.core}")
             lines.append(f"core_name: {src.core_name}")
+        if src.cpu is not None:
+            lines.append(f"cpu: {src.cpu}")
         if buffers is not None:
             lines.append(f"buffers: {', '.join(buffers)}")
         for name, value in src.registers.items():

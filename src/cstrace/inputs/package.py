@@ -42,10 +42,11 @@ from cstrace.inputs.metadata import (
 )
 from cstrace.inputs.snapshot import load_snapshot
 from cstrace.inputs.zipfiles import Limits, ZipTree
+from cstrace.memory.clock import CounterClock
 from cstrace.memory.events import CONTEXTIDR_MODES, EventLog, TraceEvent, parse_event_log
 from cstrace.memory.image import mem_space_from_name
 from cstrace.parsing import parse_int
-from cstrace.trace import Image, Origin, Trace
+from cstrace.trace import ExecContext, Image, Origin, Trace
 
 __all__ = [
     "CONTENTS",
@@ -86,6 +87,7 @@ class Package(Snapshot):
     images: list[ImageSpec] = field(default_factory=list)
     events: EventLog | None = None
     contextidr: str | None = None
+    clock: CounterClock | None = None
 
     def to_trace(self) -> Trace:
         """The :class:`~cstrace.trace.Trace` this package describes."""
@@ -102,7 +104,9 @@ class Package(Snapshot):
             )
             for spec in self.images
         ]
-        return to_trace(self, images=images, events=self.events, contextidr=self.contextidr)
+        return to_trace(
+            self, images=images, events=self.events, contextidr=self.contextidr, clock=self.clock
+        )
 
 
 # --- reading ------------------------------------------------------------------------------
@@ -288,7 +292,14 @@ def load_package(tree: FileTree, top: PurePosixPath | None = None) -> Package:
             )
         if any(b.name == name for b in buffers):
             raise SnapshotError(f"two buffers are named {name!r}", path=ini.path, line=e.line)
-        buffers.append(TraceBuffer(key, name, files, fmt, ini.path, e.line))
+        context: ExecContext | None = None
+        time: int | None = None
+        if sec is not None:
+            who = [_int_item(sec, k, ini) for k in ("cpu", "pid", "tid")]
+            if any(v is not None for v in who):
+                context = ExecContext(*who)
+            time = _int_item(sec, "time", ini)
+        buffers.append(TraceBuffer(key, name, files, fmt, ini.path, e.line, context, time))
         buffer_meta.append(meta)
 
     devices: dict[str, Device] = {}
@@ -345,6 +356,7 @@ def load_package(tree: FileTree, top: PurePosixPath | None = None) -> Package:
                         dev.location,
                         dev.path,
                         dev.registers,
+                        cpu=dev.cpu,
                     )
                 devices[dev_name] = dev
                 placed[pkey] = dev_name
@@ -466,6 +478,18 @@ def load_package(tree: FileTree, top: PurePosixPath | None = None) -> Package:
                     path=ini.path,
                     line=ce.line,
                 )
+    # How trace timestamps become event-log time (a recording's TIME_CONV).
+    clock: CounterClock | None = None
+    mult = _int_item(trace, "clock_mult", ini)
+    if mult is not None:
+        clock = CounterClock(
+            _int_item(trace, "clock_shift", ini) or 0,
+            mult,
+            _int_item(trace, "clock_zero", ini) or 0,
+            _int_item(trace, "clock_cycles", ini) or 0,
+            _int_item(trace, "clock_mask", ini) or 0,
+            bool(_int_item(trace, "clock_short", ini)),
+        )
     if events is not None:
         for dev, origin in _define_trace_sources(events, devices, events.path):
             devices[dev.name] = dev
@@ -496,6 +520,7 @@ def load_package(tree: FileTree, top: PurePosixPath | None = None) -> Package:
         images=images,
         events=events,
         contextidr=contextidr,
+        clock=clock,
     )
 
 

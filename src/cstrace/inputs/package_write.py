@@ -138,12 +138,33 @@ def write_package(
         contents.append("events = events.log")
     if trace.contextidr:
         contents.append(f"contextidr = {trace.contextidr}")
+    if trace.clock is not None:
+        c = trace.clock
+        contents += [
+            f"clock_shift = {c.shift}",
+            f"clock_mult = {c.mult}",
+            f"clock_zero = {c.zero:#x}",
+            f"clock_cycles = {c.cycles:#x}",
+            f"clock_mask = {c.mask:#x}",
+            f"clock_short = {int(c.short)}",
+        ]
     sections: list[str] = []
     for k, (b, sources) in enumerate(per_buffer):
         key = f"buffer{k}"
         names = [files.add(f) for f in b.files]
         contents.append(f"{key} = {', '.join(names)}")
         sections += ["", f"[{key}]", f"name = {_ini_value(b.name)}", f"format = {b.format}"]
+        # Who ran when the buffer's trace began, and the log time of its code (recordings).
+        if b.context is not None:
+            for item, value in (
+                ("cpu", b.context.cpu),
+                ("pid", b.context.pid),
+                ("tid", b.context.tid),
+            ):
+                if value is not None:
+                    sections.append(f"{item} = {value}")
+        if b.time is not None:
+            sections.append(f"time = {b.time:#x}")
         if not shared:
             mname = f"metadata_{k}.ini"
             metadata_texts[mname] = format_metadata(
