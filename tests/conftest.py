@@ -30,3 +30,30 @@ def corpus() -> Path:
             "reference corpus not found: set CSTRACE_CORPUS or place it at ../shared/corpus"
         )
     return c
+
+
+def perfdata_dir() -> Path | None:
+    """The real perf.data recordings: ``$CSTRACE_PERFDATA``, ``../shared/perfdata`` beside the
+    checkout, or ``perfdata`` beside the corpus."""
+    env = os.environ.get("CSTRACE_PERFDATA")
+    candidates = [Path(env)] if env else []
+    candidates.append(ROOT.parent / "shared" / "perfdata")
+    c = corpus_dir()
+    if c is not None:
+        candidates.append(c.parent / "perfdata")
+    for d in candidates:
+        if (d / "perf_etm.data").is_file():
+            return d
+    return None
+
+
+@pytest.fixture(scope="session")
+def perfdata() -> Path:
+    """The folder of the real perf.data recordings; skips the test when it is absent."""
+    d = perfdata_dir()
+    if d is None:
+        pytest.skip(
+            "perf.data recordings not found: set CSTRACE_PERFDATA or place them at "
+            "../shared/perfdata"
+        )
+    return d

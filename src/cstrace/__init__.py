@@ -32,7 +32,7 @@ from cstrace.analyses import (
     SourceLoss,
     loss_report,
 )
-from cstrace.api import iter_elements, open_trace
+from cstrace.api import iter_elements, iter_elements_with_context, open_trace
 from cstrace.batch import BatchBuilder, ElementBatch, iter_batches
 from cstrace.capture import Demux, Stream, demux
 from cstrace.decode import BufferDecode, Session, SourceRun
@@ -50,10 +50,12 @@ from cstrace.errors import (
     Severity,
     SnapshotError,
 )
+from cstrace.execution import ContextTracker, tracker_for, with_context
 from cstrace.inputs import detect_capture, read_snapshot
 from cstrace.inputs.files import BytesBlob, PathBlob
+from cstrace.memory.locate import ImageLocator, Location, MissingImage
 from cstrace.protocols import DecodeOptions
-from cstrace.trace import Blob, Buffer, Dump, Image, Inferred, Origin, Source, Trace
+from cstrace.trace import Blob, Buffer, Dump, ExecContext, Image, Inferred, Origin, Source, Trace
 
 __all__ = [
     "AddressRange",
@@ -77,11 +79,16 @@ __all__ = [
     "Severity",
     "Image",
     "Inferred",
+    "ContextTracker",
+    "ExecContext",
+    "ImageLocator",
     "InputError",
     "Issue",
     "IssueKind",
     "LossCounter",
+    "Location",
     "LossReport",
+    "MissingImage",
     "NotDecoded",
     "Occurrence",
     "Occurrences",
@@ -90,12 +97,15 @@ __all__ = [
     "SourceLoss",
     "SourceRun",
     "Stream",
+    "tracker_for",
+    "with_context",
     "Trace",
     "__version__",
     "demux",
     "detect_capture",
     "iter_batches",
     "iter_elements",
+    "iter_elements_with_context",
     "loss_report",
     "open_trace",
     "read_snapshot",

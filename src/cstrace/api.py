@@ -1,9 +1,10 @@
 """The short way in: open a trace and iterate its decoded elements.
 
 Input: a path to a DS-5 snapshot (folder or ``snapshot.ini``), a trace package
-(folder or ZIP), a raw capture, or a :class:`~cstrace.trace.Trace` opened with
-:func:`open_trace`; output: ``(trace ID, element)`` pairs, buffer by buffer and
-source by source::
+(folder or ZIP), a perf.data recording, a raw capture, or a
+:class:`~cstrace.trace.Trace` opened with :func:`open_trace`; output:
+``(trace ID, element)`` pairs, buffer by buffer and source by source
+(:func:`iter_elements_with_context` adds who ran each: CPU, process, thread)::
 
     import cstrace
 
@@ -20,11 +21,12 @@ from pathlib import Path
 
 from cstrace.decode import Session
 from cstrace.elements import Element
-from cstrace.inputs import Extras, RawOptions, open_input
+from cstrace.execution import tracker_for
+from cstrace.inputs import Extras, RawOptions, SymbolPaths, open_input
 from cstrace.protocols import DecodeOptions
-from cstrace.trace import Trace
+from cstrace.trace import ExecContext, Trace
 
-__all__ = ["iter_elements", "open_trace"]
+__all__ = ["iter_elements", "iter_elements_with_context", "open_trace"]
 
 
 def open_trace(
@@ -41,8 +43,12 @@ def open_trace(
     registers: Sequence[str] = (),
     settings: Sequence[str] = (),
     trace_id: int | None = None,
+    symdirs: Sequence[str | Path] = (),
+    symfs: str | Path | None = None,
+    buildid_dir: str | Path | None = None,
 ) -> Trace:
-    """Open a snapshot, a trace package (folder or ZIP) or a raw capture for decoding.
+    """Open a snapshot, a trace package (folder or ZIP), a perf.data recording or a raw
+    capture for decoding.
 
     The keyword arguments are the command line's options, in the same syntax
     (docs/usage.md): ``images`` (``FILE`` or ``FILE@BASE``), ``memory``
@@ -53,6 +59,10 @@ def open_trace(
     file that is not an ini file or a ZIP; ``trace_id`` labels a single-source
     one. What a raw capture's program-flow sources need and nobody gave is
     inferred from the trace (``Trace.inferred`` says what and how surely).
+    ``symdirs`` (searched recursively), ``symfs`` (the traced system's root)
+    and ``buildid_dir`` (perf's build-ID cache, default ``~/.debug``) say
+    where the programs a recording or an event log names are, found by build
+    ID and name (``--symdir``, ``--symfs``, ``--buildid-dir``).
     """
     extras = Extras(list(images), list(memory), None if events is None else str(events), contextidr)
     raw = RawOptions(
@@ -64,7 +74,12 @@ def open_trace(
         list(settings),
         trace_id,
     )
-    return open_input(path, extras, raw)
+    symbols = SymbolPaths(
+        tuple(str(d) for d in symdirs),
+        None if symfs is None else str(symfs),
+        None if buildid_dir is None else str(buildid_dir),
+    )
+    return open_input(path, extras, raw, symbols)
 
 
 def iter_elements(
@@ -92,3 +107,30 @@ def iter_elements(
             tid = run.trace_id
             for elem in run.elements():
                 yield tid, elem
+
+
+def iter_elements_with_context(
+    trace: str | Path | Trace,
+    buffers: Sequence[str] | None = None,
+    *,
+    src_addr_n: bool = False,
+    decode_before_sync: bool = True,
+) -> Iterator[tuple[int, Element, ExecContext]]:
+    """Like :func:`iter_elements`, with who ran each element: ``(trace ID, element, context)``.
+
+    The :class:`~cstrace.trace.ExecContext` gives the CPU, process and thread
+    (None where the input does not say; a perf.data recording says all three):
+    the source's CPU, the process and thread the buffer began with, then those
+    each ``PE_CONTEXT`` names (:mod:`cstrace.execution`). The same object is
+    given for as long as nothing changes.
+    """
+    opened = trace if isinstance(trace, Trace) else open_trace(trace)
+    options = DecodeOptions(src_addr_n=src_addr_n, decode_before_sync=decode_before_sync)
+    session = Session(opened, options)
+    names = list(buffers) if buffers is not None else [b.name for b in opened.buffers]
+    for name in names:
+        for run in session.open_buffer(opened.buffer(name)).runs:
+            tid = run.trace_id
+            update = tracker_for(session, run).update
+            for elem in run.elements():
+                yield tid, elem, update(elem)

@@ -21,11 +21,13 @@ from typing import TextIO
 from cstrace import __version__
 from cstrace.analyses import LossCounter, LossReport, NotDecoded, loss_report
 from cstrace.decode import Session
-from cstrace.errors import CstraceError, Issue, SnapshotError
+from cstrace.errors import CstraceError, Issue, IssueKind, Severity, SnapshotError
 from cstrace.inputs import (
     Extras,
     RawOptions,
+    SymbolPaths,
     detect_capture,
+    is_perf_data,
     is_raw_capture,
     open_input,
     open_trace_input,
@@ -59,6 +61,24 @@ def add_input_options(dec: argparse.ArgumentParser) -> None:
         help="raw memory contents at ADDRESS (repeatable)",
     )
     mem.add_argument("--events", metavar="LOG", help="system event log (docs/metadata.md)")
+    mem.add_argument(
+        "--symdir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a folder (searched recursively) holding the programs and libraries a recording "
+        "or an event log names, found by build ID and file name (repeatable)",
+    )
+    mem.add_argument(
+        "--symfs",
+        metavar="ROOT",
+        help="a folder the traced system's files are under: ROOT/path/of/the/file",
+    )
+    mem.add_argument(
+        "--buildid-dir",
+        metavar="DIR",
+        help="perf's build-ID cache (default: $PERF_BUILDID_DIR or ~/.debug)",
+    )
     mem.add_argument(
         "--contextidr",
         choices=("pid", "asid", "tid"),
@@ -121,7 +141,16 @@ def open_from_args(args: argparse.Namespace, path: str | None = None) -> Trace:
         list(args.set or []),
         args.trace_id,
     )
-    return open_input(args.snapshot if path is None else path, extras, raw)
+    return open_input(args.snapshot if path is None else path, extras, raw, symbol_paths(args))
+
+
+def symbol_paths(args: argparse.Namespace) -> SymbolPaths:
+    """Where ``--symdir``, ``--symfs`` and ``--buildid-dir`` say to look for images."""
+    return SymbolPaths(
+        tuple(getattr(args, "symdir", None) or ()),
+        getattr(args, "symfs", None),
+        getattr(args, "buildid_dir", None),
+    )
 
 
 def _int_arg(text: str) -> int:
@@ -192,11 +221,25 @@ def _info_loss(
         print(f"  {line}")
 
 
+def _perf_info(args: argparse.Namespace, path: Path) -> int:
+    """``cstrace info`` of a perf.data recording: what it holds, then what its trace lost."""
+    from cstrace.inputs import read_recording
+    from cstrace.render.perfinfo import perf_info_lines
+
+    for line in perf_info_lines(read_recording(path, symbol_paths(args))):
+        print(line)
+    if not args.no_decode:
+        _info_loss(args, path, [])
+    return 0
+
+
 def info_command(args: argparse.Namespace) -> int:
     """``cstrace info FILE``: print what was detected in a capture, snapshot or package."""
     path = Path(args.file)
     if not path.exists():
         raise SnapshotError("no such file or folder", path=str(path))
+    if is_perf_data(path):
+        return _perf_info(args, path)
     items: list[tuple[str, bytes]] = []
     if not is_raw_capture(path):
         trace = open_trace_input(path)
@@ -410,10 +453,14 @@ def _lines(
 
     With a ``counter``, each run is counted (and JSON Lines end with the summary).
     """
+    from cstrace.execution import tracker_for
     from cstrace.render.ocsd import listing_lines
-    from cstrace.render.text import HEADER, inferred_line, json_line, text_line
+    from cstrace.render.text import HEADER, HEADER_CONTEXT, inferred_line, json_line, text_line
 
     _warn(trace.issues, err)
+    errors.extend(i for i in trace.issues if i.is_error)
+    # A recording says who ran: each element then gives its CPU, process and thread.
+    who = trace.has_exec_context
     if counter is not None:
         counter.add_issues(trace.issues)
     for inf in trace.inferred:
@@ -445,24 +492,54 @@ def _lines(
         for run in decoded.runs:
             if counter is not None:
                 run = counter.watch(run)
+            tracker = tracker_for(session, run) if who else None
             if args.format == "ocsd":
+                if tracker is not None:
+                    run = tracker.watch(run)
                 yield from listing_lines(run, packets=not args.no_packets)
                 yield f"ID:{run.packet_id:x}\tEND OF TRACE DATA"
             elif args.format == "jsonl":
                 tid = run.trace_id
-                for elem in run.elements():
-                    yield json_line(tid, elem, buffer.name)
+                if tracker is None:
+                    for elem in run.elements():
+                        yield json_line(tid, elem, buffer.name)
+                else:
+                    update = tracker.update
+                    for elem in run.elements():
+                        yield json_line(tid, elem, buffer.name, update(elem))
             else:
                 tid = run.trace_id
                 yield f"# source {run.source.name} ({run.protocol.name}), trace ID {tid:#x}"
-                yield HEADER
-                for elem in run.elements():
-                    yield text_line(tid, elem)
+                if tracker is None:
+                    yield HEADER
+                    for elem in run.elements():
+                        yield text_line(tid, elem)
+                else:
+                    yield HEADER_CONTEXT
+                    update = tracker.update
+                    for elem in run.elements():
+                        yield text_line(tid, elem, update(elem))
             # Problems met while decoding (images missing, build IDs that differ...).
             met = session.new_issues()
             _warn(met, err)
             if counter is not None:
                 counter.add_issues(met)
+    if who:
+        # Images not found, named once, with the trace addresses that fell in them.
+        missing = [
+            Issue(
+                Severity.WARNING,
+                IssueKind.MEMORY,
+                f"image {m.image}"
+                + (f" (build ID {m.build_id})" if m.build_id else "")
+                + f" not found: {m.addresses} trace address(es) fell in it "
+                "(give it with --symdir, --symfs or --image)",
+            )
+            for m in session.memories.locator().missing_images()
+        ]
+        _warn(missing, err)
+        if counter is not None:
+            counter.add_issues(missing)
     if counter is not None and args.format == "jsonl":
         yield json.dumps({"summary": counter.report().to_dict()}, separators=(",", ":"))
 

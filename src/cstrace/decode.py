@@ -30,6 +30,7 @@ from cstrace.capture.lazy import LazyStream, find_empty_block_stop
 from cstrace.elements import Element
 from cstrace.errors import CstraceError, Issue, IssueKind, Severity
 from cstrace.memory.build import CodeMemories
+from cstrace.memory.locate import ImageLocator
 from cstrace.protocols import DecodeContext, DecodeOptions, Packet, ProtocolSpec, get_protocol
 from cstrace.trace import Buffer, Source, Trace
 
@@ -114,6 +115,15 @@ class Session:
             self._reported.add(key)
             out.append(issue)
             self.issues.append(issue)
+
+    def locator(self) -> ImageLocator:
+        """Which image, and where in its file, an address of a process is (at a log time).
+
+        Built once from the trace's event log and images
+        (:class:`~cstrace.memory.locate.ImageLocator`); it shares the images the
+        decoders read.
+        """
+        return self.memories.locator()
 
     def new_issues(self) -> list[Issue]:
         """Issues of code memory met since the last call (images missing, build IDs...)."""

@@ -10,6 +10,14 @@ the CLI's default::
 The JSON form has one object per element: ``idx``, ``id``, ``type`` and the
 element's fields under their Python names (enums by name, absent optional fields
 left out).
+
+When the input says who ran (a perf.data recording), each line also gives the
+CPU, process and thread (:class:`~cstrace.trace.ExecContext`): the text has
+``CPU PID TID`` columns (``-`` when unknown) and the JSON ``cpu``, ``pid`` and
+``tid`` keys (null when unknown)::
+
+         Idx   ID  CPU     PID     TID  ELEMENT          DETAILS
+          33   1e    7   17235   17235  INSTR_RANGE      0x582b2b1000-0x582b2b1008  2 instr ...
 """
 
 from __future__ import annotations
@@ -49,11 +57,20 @@ from cstrace.elements import (
 )
 from cstrace.errors import DiagKind
 from cstrace.render.ocsd.elements import mem_space_name
-from cstrace.trace import Inferred
+from cstrace.trace import ExecContext, Inferred
 
-__all__ = ["HEADER", "element_details", "element_fields", "json_line", "text_line"]
+__all__ = [
+    "HEADER",
+    "HEADER_CONTEXT",
+    "element_details",
+    "element_fields",
+    "json_line",
+    "text_line",
+]
 
 HEADER = f"{'Idx':>10} {'ID':>4}  {'ELEMENT':<16} DETAILS"
+HEADER_CONTEXT = f"{'Idx':>10} {'ID':>4} {'CPU':>4} {'PID':>7} {'TID':>7}  {'ELEMENT':<16} DETAILS"
+"""The header of the text when each line gives the CPU, process and thread."""
 
 _ISA = ("A32", "T32", "A64", "TEE", "Jazelle", "custom", "?")
 _TYPE = {
@@ -242,10 +259,22 @@ def element_details(elem: Element) -> str:
     return fn(elem) if fn is not None else ""
 
 
-def text_line(trace_id: int, elem: Element) -> str:
-    """``   offset   id  TYPE  details`` for one element."""
+def _num(value: int | None, width: int) -> str:
+    return f"{'-' if value is None else value:>{width}}"
+
+
+def text_line(trace_id: int, elem: Element, context: ExecContext | None = None) -> str:
+    """``   offset   id  TYPE  details`` for one element; with ``context``, its CPU, process
+    and thread after the ID (see :data:`HEADER_CONTEXT`)."""
+    if context is None:
+        return (
+            f"{elem.offset:>10} {trace_id:>4x}  {elem.TYPE.name:<16} "
+            f"{element_details(elem)}".rstrip()
+        )
+    who = f"{_num(context.cpu, 4)} {_num(context.pid, 7)} {_num(context.tid, 7)}"
     return (
-        f"{elem.offset:>10} {trace_id:>4x}  {elem.TYPE.name:<16} {element_details(elem)}".rstrip()
+        f"{elem.offset:>10} {trace_id:>4x} {who}  {elem.TYPE.name:<16} "
+        f"{element_details(elem)}".rstrip()
     )
 
 
@@ -273,14 +302,24 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-def json_line(trace_id: int, elem: Element, buffer: str | None = None) -> str:
+def json_line(
+    trace_id: int,
+    elem: Element,
+    buffer: str | None = None,
+    context: ExecContext | None = None,
+) -> str:
     """One JSON object for one element: ``idx``, ``id``, ``buffer``, ``type`` and its fields.
 
-    ``buffer`` (the trace buffer's name) is left out when not given.
+    ``buffer`` (the trace buffer's name) is left out when not given; with
+    ``context``, ``cpu``, ``pid`` and ``tid`` follow it (null when unknown).
     """
     obj: dict[str, Any] = {"idx": elem.offset, "id": trace_id}
     if buffer is not None:
         obj["buffer"] = buffer
+    if context is not None:
+        obj["cpu"] = context.cpu
+        obj["pid"] = context.pid
+        obj["tid"] = context.tid
     obj["type"] = elem.TYPE.name
     for k, v in element_fields(elem).items():
         obj[k] = _json_value(v)
