@@ -81,9 +81,10 @@ def add_input_options(dec: argparse.ArgumentParser) -> None:
     )
     mem.add_argument(
         "--contextidr",
-        choices=("pid", "asid", "tid"),
+        choices=("pid", "asid", "tid", "vmid"),
         help="how CONTEXTIDR names the process: pid (bits 8..31), asid (bits 0..7, mapped by "
-        "declare_asid events) or tid (bits 0..31)",
+        "declare_asid events), tid (bits 0..31) or vmid (the VMID does: CONTEXTIDR_EL2 "
+        "traced, a kernel at EL2)",
     )
     raw = dec.add_argument_group(
         "raw captures (SNAPSHOT is a trace file with no metadata)",
@@ -330,8 +331,8 @@ def _build_parser() -> argparse.ArgumentParser:
     dec.add_argument(
         "snapshot",
         metavar="SNAPSHOT",
-        help="snapshot folder (or its snapshot.ini), trace package (folder or ZIP), or a raw "
-        "trace capture",
+        help="snapshot folder (or its snapshot.ini), trace package (folder or ZIP), perf.data "
+        "recording, or a raw trace capture",
     )
     dec.add_argument(
         "-b",
@@ -399,7 +400,9 @@ def _build_parser() -> argparse.ArgumentParser:
         ),
     )
     pkg.add_argument(
-        "snapshot", metavar="SNAPSHOT", help="snapshot, package or raw capture to convert"
+        "snapshot",
+        metavar="SNAPSHOT",
+        help="snapshot, package, perf.data recording or raw capture to convert",
     )
     pkg.add_argument("output", metavar="OUTPUT.zip", help="the package file to write")
     add_input_options(pkg)
@@ -413,10 +416,14 @@ def _build_parser() -> argparse.ArgumentParser:
             "sure the guess is. For a snapshot or package, each buffer is examined. For "
             "a raw capture, the configuration of each program-flow source is inferred "
             "(images and memory given with --image/--memory make it surer) and printed "
-            "with its confidence."
+            "with its confidence. For a perf.data recording: the trace unit of each CPU, "
+            "its AUX data, the processes, and the programs with their build IDs and "
+            "whether --symdir/--symfs/--buildid-dir found them."
         ),
     )
-    info.add_argument("file", metavar="FILE", help="raw capture, snapshot or package")
+    info.add_argument(
+        "file", metavar="FILE", help="raw capture, snapshot, package or perf.data recording"
+    )
     info.add_argument(
         "--no-decode",
         action="store_true",

@@ -602,3 +602,16 @@ def test_truncated_and_corrupted_files_never_raise(tmp_path: Path) -> None:
             assert errors and all(str(path) in x or "cpu" in x or "buffer" in x for x in errors)
         code, _, err = run_cli("info", str(path), "--no-decode")
         assert code in (0, 2) and "Traceback" not in err
+
+
+def test_without_sample_ids_the_one_aux_area_is_used(tmp_path: Path) -> None:
+    w = PerfWriter(sample_id_all=False)
+    w.auxtrace_info(cs_etm_info([(ETMV4_MAGIC, 0, etmv4_params(0x10))]))
+    data = program_trace(100)
+    w.mmap2(100, 100, LOAD + 0x1000, 0x1000, _text_offset(), "/data/app")
+    w.aux(0, len(data), AUX_RAW)
+    w.auxtrace(data, cpu=0)
+    trace = open_perf_data(write(tmp_path, w.build()))
+    [buf] = trace.buffers
+    assert buf.read() == data and buf.context == cstrace.ExecContext(0, None, None)
+    assert buf.time is None

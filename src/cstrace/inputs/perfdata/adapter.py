@@ -64,6 +64,7 @@ from cstrace.inputs.perfdata.records import (
     MmapRecord,
     PerfFile,
     Record,
+    SampleId,
     SwitchRecord,
     TaskRecord,
     TimeConvRecord,
@@ -274,9 +275,7 @@ class _Log:
             lo, hi = min(lo, plo), max(hi, phi)
             if (lo, hi) == (plo, phi):
                 return
-        size = max(hi, base + 1) - base
-        if base > lo:  # a base after the mapping's start: cover the mapping from base on
-            size = hi - base
+        size = max(hi - base, 1)  # from the load base to the end of the mapping
         is_main = old is not None and not isinstance(old, LibraryEvent)
         if old is None and pid not in self.main and pid != 0:
             is_main = True
@@ -598,12 +597,17 @@ def _pieces(rec: PerfRecording, running: dict[int, list[tuple[int, int, int, int
                 )
                 rec.pieces.append(piece)
         return
+    only = next(iter(queues)) if len(queues) == 1 else None
     for r in with_data:
         cpu = r.sample.cpu
         if rec.per_thread:
             key = ("tid", r.sample.tid if r.sample.tid is not None else -1)
         else:
             key = ("cpu", cpu if cpu is not None else -1)
+        if key not in queues and only is not None and r.sample == SampleId():
+            # No sample_id to say whose data it is: the one AUX area there is.
+            key = only
+            cpu = key[1] if key[0] == "cpu" else None
         start = r.data_start
         end = start + r.aux_size
         slices: list[tuple[int, int]] = []
