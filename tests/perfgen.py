@@ -4,7 +4,8 @@ Input: records added one by one (MMAP2, COMM, FORK, EXIT, ITRACE_START,
 SWITCH_CPU_WIDE, AUX, AUX_OUTPUT_HW_ID, AUXTRACE_INFO, AUXTRACE with its data,
 TIME_CONV, FINISHED_ROUND), each with its ``sample_id`` trailer (pid, tid, time,
 id, cpu). Output: the bytes of a little-endian ``PERFILE2`` file with the
-BUILD_ID, CMDLINE, NRCPUS and AUXTRACE features, laid out as the kernel's
+BUILD_ID, CMDLINE, NRCPUS and AUXTRACE features (and simpleperf's INIT_MAP),
+laid out as the kernel's
 ``perf.data-file-format.txt`` describes. ``cs_etm_info`` makes the private
 words of a CoreSight AUXTRACE_INFO record.
 """
@@ -80,6 +81,8 @@ class PerfWriter:
     cmdline: list[str] = field(default_factory=lambda: ["perf", "record", "-e", "cs_etm//"])
     nr_cpus: tuple[int, int] | None = (2, 2)
     index: bool = True
+    init_map: list[bytes] = field(default_factory=list)
+    """Records for simpleperf's INIT_MAP feature (move them there from :attr:`records`)."""
     offsets: list[int] = field(default_factory=list)
     """File offset of each record added, in order (known after :meth:`build`)."""
 
@@ -254,6 +257,8 @@ class PerfWriter:
         if self.index and auxtrace_index:
             words = [len(auxtrace_index)] + [w for pair in auxtrace_index for w in pair]
             features.append((18, struct.pack(f"<{len(words)}Q", *words)))
+        if self.init_map:
+            features.append((134, b"".join(self.init_map)))
         feat_at = data_at + len(data)
         table_size = 16 * len(features)
         table = b""

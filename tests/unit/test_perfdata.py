@@ -615,3 +615,47 @@ def test_without_sample_ids_the_one_aux_area_is_used(tmp_path: Path) -> None:
     [buf] = trace.buffers
     assert buf.read() == data and buf.context == cstrace.ExecContext(0, None, None)
     assert buf.time is None
+
+
+def test_simpleperfs_init_map_holds_the_maps_before_the_recording(tmp_path: Path) -> None:
+    w, _ = recording()
+    # The app's maps (records 2 to 4) move to the INIT_MAP feature, as newer simpleperf
+    # versions write them.
+    w.init_map = [w.records.pop(2) for _ in range(3)]
+    path = write(tmp_path, w.build())
+    rec = read_recording(path)
+    assert [r.name for r in rec.file.init_records] == ["MMAP2", "MMAP2", "MMAP2"]
+    got = [
+        e.start
+        for _, e in cstrace.iter_elements(cstrace.open_trace(path, symdirs=[symdir(tmp_path)]))
+        if isinstance(e, cstrace.InstrRange)
+    ]
+    assert got == [LOAD + 0x1000, LOAD + 0x1018, LOAD + 0x1010]
+    assert "INIT_MAP): 3 MMAP2" in run_cli("info", str(path), "--no-decode")[1]
+
+
+def test_a_ptm_recording_decodes(tmp_path: Path) -> None:
+    """ETMv3/PTM blocks configure their sources from ETMCR, ETMCCER, ETMIDR, ETMTRACEIDR."""
+    from cstrace.elements import Isa
+    from cstrace.protocols.ptm import encoder as pe
+
+    mov = 0xE1A00000
+    a32 = _words(mov, mov, 0xEA000000, mov, mov, 0xE12FFF1E)  # b over a nop, then bx lr
+    ptm = [0x10000000, 0x12, 0x34C01AC2, 0x411CF312]  # ETMCR, ETMTRACEIDR, ETMCCER, ETMIDR
+    w = PerfWriter()
+    w.auxtrace_info(cs_etm_info([(ETMV3_MAGIC, 0, ptm)]))
+    data = format_frames(
+        [(0x12, pe.encode_async() + pe.encode_isync(0x8000, Isa.A32) + pe.encode_atoms([True]))]
+    )
+    w.aux(0, len(data), time=5, cpu=0)
+    w.auxtrace(data, cpu=0)
+    path = write(tmp_path, w.build())
+    (tmp_path / "code.bin").write_bytes(a32)
+    trace = cstrace.open_trace(path, images=[f"{tmp_path / 'code.bin'}@0x8000"])
+    assert trace.contextidr == "pid" and trace.sources[0].protocol == "ptm"
+    ranges = [
+        (e.start, e.end)
+        for _, e in cstrace.iter_elements(trace)
+        if isinstance(e, cstrace.InstrRange)
+    ]
+    assert ranges == [(0x8000, 0x800C)]

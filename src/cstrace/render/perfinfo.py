@@ -47,6 +47,12 @@ def perf_info_lines(rec: PerfRecording) -> list[str]:
     out.append(f"  features: {', '.join(pf.feature_names()) or 'none'}")
     counts = Counter(r.name for r in pf.records)
     out.append("  records: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+    if pf.init_records:
+        init = Counter(r.name for r in pf.init_records)
+        out.append(
+            "  records of the maps before the recording (INIT_MAP): "
+            + ", ".join(f"{n} {k}" for k, n in sorted(init.items()))
+        )
     etm = rec.etm
     kind = AUXTRACE_TYPES.get(CS_ETM_AUXTRACE_TYPE, "")
     out.append(

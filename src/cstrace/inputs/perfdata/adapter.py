@@ -339,7 +339,9 @@ def read_recording(path: str | Path, symbols: SymbolPaths | None = None) -> Perf
     issues = list(pf.issues)
     for text in etm.skipped:
         issues.append(_issue(Severity.WARNING, f"cs_etm metadata: {text}; skipped", name, None))
-    records = pf.records
+    # simpleperf keeps the maps of the processes that existed before the recording in
+    # its INIT_MAP feature: they come first.
+    records = [*pf.init_records, *pf.records]
 
     # Trace IDs: the metadata's, then what AUX_OUTPUT_HW_ID records say per CPU.
     trace_ids: dict[int, int] = {}

@@ -9,8 +9,9 @@ record`` write it (the ``PERFILE2`` layout of the kernel's
 - the header's sections, the event attributes (with the ``sample_type`` and
   ``sample_id_all`` that say which ``sample_id`` fields end each record);
 - the feature sections cstrace uses (build IDs, command line, CPU count, OS
-  release, architecture, the AUX area index, simpleperf's ``meta_info``),
-  others are kept as (offset, size) and skipped;
+  release, architecture, the AUX area index, simpleperf's ``meta_info`` and
+  ``init_map``, whose records are the maps of processes that existed when the
+  recording began), others are kept as (offset, size) and skipped;
 - the records, in file order, each a small named record with its file offset
   and its ``sample_id`` trailer (:class:`SampleId`): MMAP and MMAP2, COMM,
   FORK, EXIT, AUX, ITRACE_START, SWITCH and SWITCH_CPU_WIDE,
@@ -185,6 +186,7 @@ _FEAT_CPUDESC = 8
 _FEAT_CMDLINE = 11
 _FEAT_AUXTRACE = 18
 _FEAT_META_INFO = 129
+_FEAT_INIT_MAP = 134
 
 # sample_type bits (perf_event.h), in the order their fields end a non-sample record.
 _SAMPLE_TID = 1 << 1
@@ -581,6 +583,9 @@ class PerfFile:
     meta_info: dict[str, str] = field(default_factory=dict)
     """simpleperf's META_INFO feature (``simpleperf_version``, ``clockid``...)."""
     records: list[Record] = field(default_factory=list)
+    init_records: list[Record] = field(default_factory=list)
+    """simpleperf's INIT_MAP feature: the memory maps and names of the processes that
+    existed when the recording began (MMAP, MMAP2 and COMM records)."""
     issues: list[Issue] = field(default_factory=list)
     """What could not be read (the reading stopped or skipped there)."""
 
@@ -756,6 +761,7 @@ class _Parser:
             _FEAT_CMDLINE,
             _FEAT_AUXTRACE,
             _FEAT_META_INFO,
+            _FEAT_INIT_MAP,
         ):
             return
         data = self.blob.read(offset, size)
@@ -775,6 +781,8 @@ class _Parser:
             pf.nr_cpus = (online, avail)
         elif bit == _FEAT_AUXTRACE:
             pf.auxtrace_index = _auxtrace_index(data)
+        elif bit == _FEAT_INIT_MAP:
+            pf.init_records = self.records_in(pf, data, offset)
         elif bit == _FEAT_META_INFO:
             parts = data.split(b"\0")
             for k in range(0, len(parts) - 1, 2):
@@ -839,6 +847,20 @@ class _Parser:
                         f"{max(cut, 0)} are there",
                     )
                     return
+
+    def records_in(self, pf: PerfFile, data: bytes, base: int) -> list[Record]:
+        """Records held whole in ``data`` (a feature section at file offset ``base``)."""
+        out: list[Record] = []
+        pos = 0
+        while pos + 8 <= len(data):
+            typ, misc, size = struct.unpack_from("<IHH", data, pos)
+            if size < 8 or pos + size > len(data):
+                raise ValueError("bad record size")
+            raw = data[pos : pos + size]
+            sid = self.sample_id(pf, raw) if typ < _USER_TYPES and typ != _SAMPLE else _NO_SAMPLE
+            out.append(_make((typ, misc, size, base + pos, sid), raw, base + pos))
+            pos += size
+        return out
 
     def stop(self, pf: PerfFile, offset: int, why: str) -> None:
         pf.issues.append(
