@@ -659,3 +659,17 @@ def test_a_ptm_recording_decodes(tmp_path: Path) -> None:
         if isinstance(e, cstrace.InstrRange)
     ]
     assert ranges == [(0x8000, 0x800C)]
+
+
+def test_a_pipe_mode_file(tmp_path: Path) -> None:
+    """``perf record -o -``: a 16-byte header, the attributes in HEADER_ATTR records."""
+    w, _ = recording()
+    attr = struct.pack("<IIQQQQQ", 8, 128, 0x4000, 1, w.sample_type, 0, 1 << 18).ljust(128, b"\0")
+    body = attr + struct.pack("<Q", 7)
+    header_attr = struct.pack("<IHH", 64, 0, 8 + len(body)) + body
+    blob = b"PERFILE2" + struct.pack("<Q", 16) + header_attr + b"".join(w.records)
+    rec = read_recording(write(tmp_path, blob))
+    assert rec.file.pipe and len(rec.file.attrs) == 1
+    assert rec.aux_records[0].sample.cpu == 1
+    trace = open_perf_data(tmp_path / "rec.data")
+    assert trace.buffers[0].read() == program_trace(101)

@@ -182,10 +182,19 @@ def _issue(severity: Severity, message: str, path: str, offset: int | None) -> I
 def _etm_info(pf: PerfFile) -> CsEtmInfo:
     infos = [r for r in pf.records if isinstance(r, AuxtraceInfoRecord)]
     if not infos:
+        stopped = [i for i in pf.issues if i.is_error]
+        if stopped:
+            # The file was cut (or damaged) before its metadata: say where reading stopped.
+            raise InputError(
+                f"no AUXTRACE_INFO record before the records stop: {stopped[0].message}",
+                path=pf.path,
+                offset=stopped[0].offset,
+            )
         raise InputError(
-            "a perf.data file without AUX area trace (no AUXTRACE_INFO record): "
-            "nothing for cstrace to decode",
+            "a perf.data file without AUX area trace (no AUXTRACE_INFO record in its "
+            "data section): nothing for cstrace to decode",
             path=pf.path,
+            offset=pf.data_offset,
         )
     info = infos[0]
     if info.auxtrace_type != CS_ETM_AUXTRACE_TYPE:
