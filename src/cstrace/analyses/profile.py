@@ -474,6 +474,7 @@ def image_resolver(trace: Trace) -> StaticResolver:
     code segments is a mapping whose link addresses are the file's. A raw
     image or a memory dump is a binary whose addresses are the run-time ones.
     Images for one process (``Image.pid``) answer for that context ID only.
+    A binary's path is the image's name when that is a path, else its file's.
     Files that cannot be read are left out (decoding reports them).
     """
     mappings: list[Mapping] = []
@@ -485,7 +486,8 @@ def image_resolver(trace: Trace) -> StaticResolver:
             data = image.file.read()
         except CstraceError:
             continue
-        name = image.name or image.file.name
+        # The path the input named (a recording's), else the file it was read from.
+        name = image.name if "/" in image.name else image.file.name
         found: list[Mapping] = []
         if data[:4] == b"\x7fELF":
             try:
