@@ -232,8 +232,10 @@ def test_context_ids_choose_per_process_mappings() -> None:
     )
     counter = ProfileCounter(res)
     counter.feed(0x10, [TraceOn(0), rng(0x1000, 0x1008), ctx(7), rng(0x1000, 0x1008)])
+    # after a decoder reset the context is unknown again until the trace gives it
+    counter.feed(0x10, [NoSync(0), TraceOn(0), rng(0x1000, 0x1008)])
     prof = counter.profile()
-    assert prof.binaries[binary.key].ranges == {(0x1000, 0x1004): 1}
+    assert prof.binaries[binary.key].ranges == {(0x1000, 0x1004): 2}
     assert prof.binaries[other.key].ranges == {(0x1000 + DELTA - BASE, 0x1004 + DELTA - BASE): 1}
 
 

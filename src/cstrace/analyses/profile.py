@@ -12,8 +12,10 @@ Consecutive ``INSTR_RANGE`` elements of one trace ID are linked: the last
 instruction of a range whose last instruction is a taken branch
 (``last_exec`` with a branch type) is followed by the first instruction of the
 next range. Trace gaps (``NO_SYNC``, ``TRACE_ON``, ``EO_TRACE``) cut the links,
-so nothing is counted across them. Two views of the same links are counted,
-because the consumers were built on two different tools:
+so nothing is counted across them; after a ``NO_SYNC`` (a decoder reset) the
+context ID is unknown until a ``PE_CONTEXT`` gives it again. Two views of
+the same links are counted, because the consumers were built on two different
+tools:
 
 - **simpleperf's** (``simpleperf inject``, AutoFDO text): every decoded range
   counts once as ``[first instruction, last instruction]``; a taken direct
@@ -282,6 +284,8 @@ class ProfileCounter:
                     ] += 1
                 prev = None
                 exc = False
+                if kind is NoSync:
+                    ctx = None  # a decoder reset: the context is unknown until the trace says
         track.ctx = ctx
         track.prev = prev
         track.exc = exc
