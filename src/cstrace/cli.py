@@ -520,6 +520,8 @@ def _profile_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -
             file=err,
         )
     chosen = total.select(args.binary)
+    if not chosen.sorted_binaries() and args.format == "autofdo":
+        print("cstrace: note: no traced instruction fell in a known binary", file=err)
     writers = {"autofdo": autofdo_lines, "profgen": profgen_lines, "bolt": bolt_lines}
     yield from writers[args.format](chosen)
 
