@@ -18,7 +18,10 @@ container. Nothing downstream knows which one it was:
 - :class:`~cstrace.memory.events.EventLog`: the time-ordered system events
   (processes, threads, libraries, code patches) of metadata requirements §5;
 - :class:`~cstrace.errors.Issue` records: what the input adapter noticed
-  (a memory file that is missing, a format guessed with low confidence).
+  (a memory file that is missing, a format guessed with low confidence);
+- optionally a :class:`~cstrace.memory.binaries.BinaryResolver`: which program
+  binary each traced address belongs to, where the input knows more than its
+  images (the memory maps of a recording's processes).
 
 Where each item came from (file and line) is kept as an :class:`Origin` so
 errors can point at it.
@@ -32,6 +35,7 @@ from typing import Protocol
 
 from cstrace.elements import MemSpace
 from cstrace.errors import InputError, Issue
+from cstrace.memory.binaries import BinaryResolver
 from cstrace.memory.events import EventLog
 
 __all__ = [
@@ -223,6 +227,10 @@ class Trace:
     """Finds a file the event log names, inside the container (None: no such lookup)."""
     inferred: list[Inferred] = field(default_factory=list)
     """Sources of a raw capture whose configuration was inferred, and how."""
+    binaries: BinaryResolver | None = None
+    """Where trace addresses fall in program binaries, for an input that knows its processes'
+    memory maps (a recording); None: from :attr:`images` and :attr:`dumps`, which hold in
+    every context (``cstrace.analyses.profile.image_resolver``)."""
 
     def buffer(self, name: str) -> Buffer:
         """The buffer named ``name``; an :class:`InputError` listing the valid names otherwise."""

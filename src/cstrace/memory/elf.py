@@ -32,7 +32,15 @@ from cstrace.elements import MemSpace
 from cstrace.errors import SnapshotError
 from cstrace.memory.image import MemoryRegion
 
-__all__ = ["ElfImage", "ElfSegment", "format_uuid", "load_elf", "normalize_uuid", "uuid_matches"]
+__all__ = [
+    "ElfImage",
+    "ElfSegment",
+    "LoadSegment",
+    "format_uuid",
+    "load_elf",
+    "normalize_uuid",
+    "uuid_matches",
+]
 
 _MAGIC = b"\x7fELF"
 _PF_X = 0x1
@@ -49,6 +57,20 @@ class ElfSegment:
     name: str
 
 
+@dataclass(frozen=True)
+class LoadSegment:
+    """One ``PT_LOAD`` program header: where a piece of the file goes in memory."""
+
+    offset: int
+    """``p_offset``: where the piece starts in the file."""
+    vaddr: int
+    """``p_vaddr``: its link-time address."""
+    filesz: int
+    memsz: int
+    executable: bool
+    """``PF_X`` is set."""
+
+
 @dataclass
 class ElfImage:
     """The code of an ELF file, with what identifies it."""
@@ -63,6 +85,8 @@ class ElfImage:
     segments: list[ElfSegment] = field(default_factory=list)
     load_base: int | None = None
     """Lowest link address of any loadable part of the file (code or not)."""
+    loads: list[LoadSegment] = field(default_factory=list)
+    """The ``PT_LOAD`` program headers in file order (none for a relocatable object)."""
 
     @property
     def uuid(self) -> str | None:
@@ -182,10 +206,12 @@ def _load_segments(elf: object, image: ElfImage, size: int) -> None:
         vaddr = int(seg["p_vaddr"])
         if image.load_base is None or vaddr < image.load_base:
             image.load_base = vaddr
-        if not (int(seg["p_flags"]) & _PF_X):
-            continue
         off = int(seg["p_offset"])
         filesz = int(seg["p_filesz"])
+        executable = bool(int(seg["p_flags"]) & _PF_X)
+        image.loads.append(LoadSegment(off, vaddr, filesz, int(seg["p_memsz"]), executable))
+        if not executable:
+            continue
         if filesz == 0:
             continue
         if off + filesz > size:
