@@ -48,8 +48,12 @@ Choices, where a snapshot does not say what a recording would:
   CPU among its sources (perf decodes every trace ID in every CPU's formatted
   data, so one copy is enough); a single-source buffer (``source_data``) is raw
   AUX data (flag ``PERF_AUX_FLAG_CORESIGHT_FORMAT_RAW``, as from TRBE) on its
-  source's CPU. Each buffer is one AUXTRACE record and one AUX record over the
-  same bytes; several buffers of one CPU follow each other in its AUX area.
+  source's CPU. Each buffer is one AUXTRACE record (``idx`` = the CPU, ``tid``
+  = -1, ``reference`` = its number) and one AUX record over the same bytes. As
+  ``perf record`` does, the AUXTRACE data is padded with zeros to a multiple of
+  8 bytes and its ``size`` counts the padding, while the AUX record gives the
+  true size: a reader must take the AUX record's. Several buffers of one CPU
+  follow each other in its AUX area, each at the padded end of the one before.
   Other capture formats (with FSYNC/HSYNC, port formats) raise ``ValueError``.
 - **Memory**: each distinct dump (file, offset, length, address) is a
   ``PERF_RECORD_MMAP2`` of a named file (the dump's path relative to the folder
@@ -61,9 +65,15 @@ Choices, where a snapshot does not say what a recording would:
   orders by time); TIME_CONV is the identity.
 - **Attribute**: ``type`` = ``pmu_type`` (the same as in AUXTRACE_INFO);
   ``sample_type`` = TID | TIME | CPU | IDENTIFIER with ``sample_id_all``,
-  so every non-sample record ends with (pid, tid, time, cpu, id); ``config``
-  carries the ``cs_etm`` format bits (cycacc 12, contextid 14, timestamp 28,
-  retstack 29) that the first source's TRCCONFIGR or ETMCR enables.
+  so every non-sample record ends with (pid, tid, time, cpu, id), the id one
+  per CPU as listed with the attribute; ``config`` carries the ``cs_etm``
+  format bits (cycacc 12, contextid 14, timestamp 28, retstack 29) that the
+  first source's TRCCONFIGR or ETMCR enables. The event is ``cs_etm//u``
+  (``exclude_kernel``, ``exclude_hv``): the recording has no kernel map, and
+  perf warns of missing kernel symbols for an event that counts the kernel.
+  Memory at kernel addresses (juno's kernel dump) is still mapped into the
+  process, where a reader finds it; perf's own decoder would look for it in
+  the kernel's maps instead.
 """
 
 from __future__ import annotations
