@@ -3,8 +3,10 @@
 ``cstrace decode SNAPSHOT`` decodes the trace buffers of a snapshot and writes
 the decoded elements (``--format text``, the default), the OpenCSD-compatible
 listing of packets and elements (``--format ocsd``) or JSON Lines
-(``--format jsonl``). Bad input gives one line on stderr naming the file and
-line or offset, and exit status 2.
+(``--format jsonl``). ``cstrace profile INPUT...`` sums the executed ranges and
+branches of one or more inputs per program binary and writes them for AutoFDO,
+llvm-profgen, BOLT or as perf script branch stacks. Bad input gives one line on
+stderr naming the file and line or offset, and exit status 2.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from cstrace.trace import Trace
 __all__ = ["main"]
 
 _FORMATS = ("text", "ocsd", "jsonl")
+_PROFILE_FORMATS = ("autofdo", "profgen", "bolt", "perf-script")
 
 
 def add_input_options(dec: argparse.ArgumentParser) -> None:
@@ -430,6 +433,45 @@ def _build_parser() -> argparse.ArgumentParser:
         help="detect only: do not decode to say what the trace lost",
     )
     add_input_options(info)
+
+    prof = sub.add_parser(
+        "profile",
+        help="count executed ranges and branches per binary, for AutoFDO, llvm-profgen or BOLT",
+        description=(
+            "Decode every input (snapshots, packages, raw captures with --image/--memory; the "
+            "input options apply to each) and sum, per program binary, the executed address "
+            "ranges and taken branches, in the binary's own addresses. Formats: autofdo (the "
+            "text simpleperf inject writes and create_llvm_prof --profiler text reads), "
+            "profgen (llvm-profgen's unsymbolized profile), bolt (perf2bolt's pre-aggregated "
+            "profile, -pa), perf-script (perf script -F ip,brstack text of the samples perf "
+            "inject --itrace=il would make)."
+        ),
+    )
+    prof.add_argument("inputs", nargs="+", metavar="INPUT", help="trace inputs, summed")
+    prof.add_argument(
+        "-f", "--format", choices=_PROFILE_FORMATS, required=True, help="the profile format"
+    )
+    prof.add_argument(
+        "--binary",
+        metavar="REGEX",
+        help="only binaries whose path matches this regular expression",
+    )
+    prof.add_argument(
+        "--period",
+        type=int,
+        default=100_000,
+        metavar="N",
+        help="perf-script: an instruction sample every N instructions (default 100000)",
+    )
+    prof.add_argument(
+        "--last-branch",
+        type=int,
+        default=64,
+        metavar="N",
+        help="perf-script: branches in each sample's branch stack (default 64)",
+    )
+    prof.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    add_input_options(prof)
     return parser
 
 
@@ -573,6 +615,120 @@ def _write(lines: Iterator[str], out: TextIO) -> None:
         out.write("\n")
 
 
+def _profile_traces(args: argparse.Namespace, err: TextIO) -> Iterator[Trace]:
+    """Each input of ``profile``, opened with the input options and the symbol folder."""
+    from cstrace.analyses.profile import with_symdir
+
+    for path in args.inputs:
+        args.snapshot = path
+        # --symdir (an input option) finds a recording's binaries as it is opened, and
+        # here the images a package names but does not hold.
+        trace = open_from_args(args)
+        for folder in args.symdir or ():
+            trace = with_symdir(trace, folder)
+        _warn(trace.issues, err)
+        for inf in trace.inferred:
+            print(f"cstrace: note: {path}: configuration {inf.describe()}", file=err)
+        yield trace
+
+
+def _profile_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -> Iterator[str]:
+    """The output lines of ``profile``."""
+    import re
+
+    from cstrace.analyses.profile import BranchSampler, Profile, ProfileCounter, resolver_for
+    from cstrace.memory.binaries import Mapping
+    from cstrace.render.profiles import (
+        autofdo_lines,
+        bolt_lines,
+        perf_script_lines,
+        profgen_lines,
+    )
+
+    try:
+        pattern = re.compile(args.binary) if args.binary else None
+    except re.error as exc:
+        raise CstraceError(f"--binary {args.binary!r}: {exc}") from None
+    options = DecodeOptions()
+    if args.format == "perf-script":
+        if args.period < 1 or args.last_branch < 1:
+            raise CstraceError("--period and --last-branch must be positive")
+        sampler = BranchSampler(args.period, args.last_branch)
+        for trace in _profile_traces(args, err):
+            resolver = resolver_for(trace)
+            mappings: list[Mapping] = list(getattr(resolver, "mappings", []))
+            if pattern is not None:
+                mappings = [m for m in mappings if pattern.search(m.binary.path)]
+            yield from perf_script_lines((), mappings)
+            session = Session(trace, options)
+            for buffer in trace.buffers:
+                decoded = session.open_buffer(buffer)
+                _warn(decoded.issues, err)
+                errors.extend(decoded.errors)
+                for run in decoded.runs:
+                    samples = sampler.samples(run.trace_id, run.elements())
+                    if pattern is not None:
+                        samples = (s for s in samples if _in_binaries(s, mappings))
+                    yield from perf_script_lines(samples)
+                    _warn(session.new_issues(), err)
+        return
+    total = Profile()
+    for trace in _profile_traces(args, err):
+        counter = ProfileCounter(resolver_for(trace))
+        session = Session(trace, options)
+        for buffer in trace.buffers:
+            decoded = session.open_buffer(buffer)
+            _warn(decoded.issues, err)
+            errors.extend(decoded.errors)
+            for run in decoded.runs:
+                counter.feed(run.trace_id, run.elements())
+                _warn(session.new_issues(), err)
+        total.add(counter.profile())
+    if total.unmapped:
+        print(
+            f"cstrace: note: {total.unmapped} instruction range(s) fell in no known binary "
+            "(give the images with --image)",
+            file=err,
+        )
+    chosen = total.select(args.binary)
+    if not chosen.sorted_binaries() and args.format == "autofdo":
+        print("cstrace: note: no traced instruction fell in a known binary", file=err)
+    writers = {"autofdo": autofdo_lines, "profgen": profgen_lines, "bolt": bolt_lines}
+    yield from writers[args.format](chosen)
+
+
+def _in_binaries(sample: object, mappings: Sequence[object]) -> bool:
+    """Whether a branch sample touches one of ``mappings`` (its IP or a branch end)."""
+    from cstrace.analyses.profile import BranchSample
+    from cstrace.memory.binaries import Mapping
+
+    assert isinstance(sample, BranchSample)
+    addresses = [sample.ip, *(a for pair in sample.branches for a in pair)]
+    return any(a in m for m in mappings if isinstance(m, Mapping) for a in addresses)
+
+
+def profile_command(args: argparse.Namespace, err: TextIO) -> int:
+    """``cstrace profile INPUT... --format F``: profiles for compilers and optimisers."""
+    errors: list[Issue] = []
+    lines = _profile_lines(args, err, errors)
+    if args.output:
+        # Count everything before creating the file: a failure leaves no half-written profile.
+        done = list(lines)
+        try:
+            with open(args.output, "w", encoding="utf-8", newline="\n") as out_file:
+                _write(iter(done), out_file)
+        except OSError as exc:
+            print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
+            return 2
+    else:
+        stdout = sys.stdout
+        if isinstance(stdout, io.TextIOWrapper):
+            stdout.reconfigure(newline="\n")
+        _write(lines, stdout)
+        stdout.flush()
+    return 2 if errors else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = _build_parser()
@@ -583,6 +739,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return package_command(args, err)
         if args.command == "info":
             return info_command(args)
+        if args.command == "profile":
+            return profile_command(args, err)
         if args.command == "decode":
             trace = open_from_args(args)
             errors: list[Issue] = []

@@ -22,7 +22,10 @@ container. Nothing downstream knows which one it was:
 - :class:`~cstrace.errors.Issue` records: what the input adapter noticed
   (a memory file that is missing, a format guessed with low confidence);
 - a :class:`~cstrace.memory.clock.CounterClock` when the trace's timestamps
-  and the event log count time differently (perf's TIME_CONV).
+  and the event log count time differently (perf's TIME_CONV);
+- optionally a :class:`~cstrace.memory.binaries.BinaryResolver`: which program
+  binary each traced address belongs to, where the input knows more than its
+  images (the memory maps of a recording's processes).
 
 Where each item came from (file and line) is kept as an :class:`Origin` so
 errors can point at it.
@@ -36,6 +39,7 @@ from typing import Protocol
 
 from cstrace.elements import MemSpace
 from cstrace.errors import InputError, Issue
+from cstrace.memory.binaries import BinaryResolver
 from cstrace.memory.clock import CounterClock
 from cstrace.memory.events import EventLog
 
@@ -250,6 +254,10 @@ class Trace:
     """Sources of a raw capture whose configuration was inferred, and how."""
     clock: CounterClock | None = None
     """How trace timestamps become event-log time (None: they are the same)."""
+    binaries: BinaryResolver | None = None
+    """Where trace addresses fall in program binaries, for an input that knows its processes'
+    memory maps (a recording); None: from :attr:`images` and :attr:`dumps`, which hold in
+    every context (``cstrace.analyses.profile.image_resolver``)."""
 
     @property
     def has_exec_context(self) -> bool:

@@ -673,3 +673,22 @@ def test_a_pipe_mode_file(tmp_path: Path) -> None:
     assert rec.aux_records[0].sample.cpu == 1
     trace = open_perf_data(tmp_path / "rec.data")
     assert trace.buffers[0].read() == program_trace(101)
+
+
+def test_a_recording_gives_profiles_its_binaries(tmp_path: Path) -> None:
+    """``Trace.binaries`` (the profiles' seam) answers from the recording's memory maps."""
+    path = write(tmp_path, recording()[1])
+    symbols = symdir(tmp_path)
+    trace = cstrace.open_trace(path, symdirs=[symbols])
+    assert trace.binaries is not None
+    for context in (101, 100, None):  # the thread, the process, no context traced
+        m = trace.binaries.find(LOAD + 0x1008, context, 0x12)
+        assert m is not None and m.binary.path == "/data/app"
+        assert m.binary.build_id == BUILD_ID.hex() and m.binary_address(LOAD + 0x1008) == 0x1008
+    lib = trace.binaries.find(LIBC + 0x1234, 101, 0x12)
+    assert lib is not None and lib.binary.image is None  # not found: file offsets
+    assert lib.binary_address(LIBC + 0x1234) == 0x1234
+    assert trace.binaries.find(0x10, 101, 0x12) is None
+    code, out, err = run_cli("profile", str(path), "--format", "autofdo", "--symdir", str(symbols))
+    assert code == 0, err
+    assert "1000-1008:1" in out and f"// build_id: 0x{BUILD_ID.hex()}" in out

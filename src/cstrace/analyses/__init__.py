@@ -1,12 +1,16 @@
 """Analyses of a decode: what can be said about a trace beyond its elements.
 
-Input: the runs of a :class:`~cstrace.decode.Session`; output: typed results
-(dataclasses with a ``to_dict()`` for JSON). Nothing here prints: text is made
-by :mod:`cstrace.render`.
+Input: the runs of a :class:`~cstrace.decode.Session` or decoded elements;
+output: typed results (dataclasses). Nothing here prints: text is made by
+:mod:`cstrace.render`.
 
 - :mod:`cstrace.analyses.loss`: what the trace lost, per trace ID (bytes,
   packets and elements, synchronisation points, overflows, bad packets,
   resynchronisations, timestamps, code addresses no image covered).
+- :mod:`cstrace.analyses.profile`: execution profiles (instruction ranges and
+  taken branches with counts, per program binary) and synthesised branch-stack
+  samples, for AutoFDO, llvm-profgen, BOLT and tools that read perf's text
+  (written by :mod:`cstrace.render.profiles`).
 """
 
 from __future__ import annotations
@@ -21,14 +25,32 @@ from cstrace.analyses.loss import (
     SourceLoss,
     loss_report,
 )
+from cstrace.analyses.profile import (
+    BinaryProfile,
+    BranchSample,
+    BranchSampler,
+    Profile,
+    ProfileCounter,
+    image_resolver,
+    profile_trace,
+    resolver_for,
+)
 
 __all__ = [
     "AddressRange",
+    "BinaryProfile",
+    "BranchSample",
+    "BranchSampler",
     "LossCounter",
     "LossReport",
     "NotDecoded",
     "Occurrence",
     "Occurrences",
+    "Profile",
+    "ProfileCounter",
     "SourceLoss",
+    "image_resolver",
     "loss_report",
+    "profile_trace",
+    "resolver_for",
 ]

@@ -32,6 +32,8 @@ from cstrace.inputs.raw import RawOptions, open_raw
 from cstrace.inputs.snapshot import read_snapshot
 from cstrace.inputs.symbols import SymbolPaths, add_found_images
 from cstrace.inputs.zipfiles import Limits, ZipTree, is_zip
+from cstrace.memory.build import CodeMemories
+from cstrace.memory.locate import LogBinaries
 from cstrace.trace import Trace
 
 __all__ = [
@@ -112,4 +114,8 @@ def open_input(
     else:
         trace = open_trace_input(path)
     trace = add_extras(trace, extras) if extras else trace
-    return add_found_images(trace, symbols) if symbols else trace
+    trace = add_found_images(trace, symbols) if symbols else trace
+    if trace.binaries is None and trace.has_exec_context and trace.events is not None:
+        # A recording (or its package) knows where each process mapped its binaries.
+        trace = replace(trace, binaries=LogBinaries(CodeMemories(trace).locator()))
+    return trace

@@ -34,8 +34,8 @@ from cstrace.memory.image import MemoryRegion
 
 __all__ = [
     "ElfImage",
-    "ElfLoad",
     "ElfSegment",
+    "LoadSegment",
     "format_uuid",
     "load_elf",
     "normalize_uuid",
@@ -58,12 +58,17 @@ class ElfSegment:
 
 
 @dataclass(frozen=True)
-class ElfLoad:
-    """A loadable part of the file: ``size`` bytes at file ``offset`` go to link ``address``."""
+class LoadSegment:
+    """One ``PT_LOAD`` program header: where a piece of the file goes in memory."""
 
     offset: int
-    address: int
-    size: int
+    """``p_offset``: where the piece starts in the file."""
+    vaddr: int
+    """``p_vaddr``: its link-time address."""
+    filesz: int
+    memsz: int
+    executable: bool
+    """``PF_X`` is set."""
 
 
 @dataclass
@@ -80,21 +85,22 @@ class ElfImage:
     segments: list[ElfSegment] = field(default_factory=list)
     load_base: int | None = None
     """Lowest link address of any loadable part of the file (code or not)."""
-    loads: list[ElfLoad] = field(default_factory=list)
-    """Every loadable part (``PT_LOAD`` segments; sections of a relocatable object)."""
+    loads: list[LoadSegment] = field(default_factory=list)
+    """The ``PT_LOAD`` program headers in file order (none for a relocatable object)."""
 
     def file_offset(self, address: int) -> int | None:
-        """The file offset of link ``address`` (None when no loaded file bytes hold it)."""
+        """The file offset of link ``address`` (None when no file bytes of a ``PT_LOAD``
+        hold it)."""
         for part in self.loads:
-            if part.address <= address < part.address + part.size:
-                return part.offset + (address - part.address)
+            if part.vaddr <= address < part.vaddr + part.filesz:
+                return part.offset + (address - part.vaddr)
         return None
 
     def link_address(self, offset: int) -> int | None:
-        """The link address file ``offset`` is loaded at (None when no loadable part holds it)."""
+        """The link address file ``offset`` is loaded at (None when no ``PT_LOAD`` holds it)."""
         for part in self.loads:
-            if part.offset <= offset < part.offset + part.size:
-                return part.address + (offset - part.offset)
+            if part.offset <= offset < part.offset + part.filesz:
+                return part.vaddr + (offset - part.offset)
         return None
 
     @property
@@ -217,9 +223,9 @@ def _load_segments(elf: object, image: ElfImage, size: int) -> None:
             image.load_base = vaddr
         off = int(seg["p_offset"])
         filesz = int(seg["p_filesz"])
-        if filesz:
-            image.loads.append(ElfLoad(off, vaddr, filesz))
-        if not (int(seg["p_flags"]) & _PF_X):
+        executable = bool(int(seg["p_flags"]) & _PF_X)
+        image.loads.append(LoadSegment(off, vaddr, filesz, int(seg["p_memsz"]), executable))
+        if not executable:
             continue
         if filesz == 0:
             continue
@@ -253,7 +259,6 @@ def _load_sections(elf: object, image: ElfImage, size: int) -> None:
         align = max(int(sec["sh_addralign"]), 1)
         address = (address + align - 1) // align * align
         image.segments.append(ElfSegment(address, bytes(sec.data()), sec.name))
-        image.loads.append(ElfLoad(off, address, length))
         address += length
 
 

@@ -13,7 +13,9 @@ every address space, and how the trace names processes (CONTEXTIDR ``pid``,
 - :meth:`~ImageLocator.process_of` gives the process of a thread at a time;
 - :meth:`~ImageLocator.count_missing` locates an address the decoder could
   not read and counts it against its image when that image's file was not
-  found: :meth:`~ImageLocator.missing_images` lists them with their counts.
+  found: :meth:`~ImageLocator.missing_images` lists them with their counts;
+- :class:`LogBinaries` answers the profiles' seam
+  (:class:`~cstrace.memory.binaries.BinaryResolver`) from the same log.
 
 An image's extent in a process is the ``size`` the log gives (a recording's
 memory maps), else the code of its file. The file offset of an address comes
@@ -29,11 +31,12 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cstrace.memory.binaries import Binary, Mapping
 from cstrace.memory.elf import ElfImage
 from cstrace.memory.events import EventLog, ProcessEvent
 from cstrace.memory.spaces import KERNEL_PID, ImageResolver, StaticMapping, Timeline
 
-__all__ = ["GlobalImage", "ImageLocator", "Location", "MissingImage"]
+__all__ = ["GlobalImage", "ImageLocator", "Location", "LogBinaries", "MissingImage"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +258,27 @@ class ImageLocator:
         name = sp.image if isinstance(got, bytes) else None
         return Location(sp.image, sp.uuid, address - start, None, start, name)
 
+    def mapping(
+        self, pid: int | None, address: int, time: int | None = None
+    ) -> tuple[int, int, Location, ElfImage | bytes | None] | None:
+        """Like :meth:`locate`, with the extent ``[start, end)`` of the image's mapping that
+        holds ``address`` and the image's contents (None when its file was not found)."""
+        starts, spans = self._table(pid, time)
+        k = bisect_right(starts, address) - 1
+        if k < 0 or address >= spans[k].end:
+            return None
+        loc = self.locate(pid, address, time)
+        assert loc is not None
+        return spans[k].start, spans[k].end, loc, spans[k].got
+
+    def processes(self) -> list[int]:
+        """The processes the log maps images in, in the order they first appear."""
+        seen: dict[int, None] = {}
+        for iv in self._timeline.intervals:
+            if iv.kind == "map" and iv.key[0] != KERNEL_PID:
+                seen.setdefault(iv.key[0], None)
+        return list(seen)
+
     def count_missing(self, pid: int | None, address: int, time: int | None = None) -> bool:
         """Count ``address`` (one the decoder could not read) against its image if that
         image's file was not found; whether it was counted."""
@@ -270,3 +294,47 @@ class ImageLocator:
             MissingImage(name, uuid, n)
             for (name, uuid), n in sorted(self.missing.items(), key=lambda kv: (-kv[1], kv[0][0]))
         ]
+
+
+class LogBinaries:
+    """The binaries an event log maps, as a :class:`~cstrace.memory.binaries.BinaryResolver`.
+
+    For profiles of a recording (``Trace.binaries``): ``find(address,
+    context_id, trace_id)`` takes the process from the traced context ID as
+    the locator's convention says (the thread, through the log's threads);
+    when the trace gives none (a recording whose process is in the VMID, or no
+    context tracing), the kernel's and global images, then each process of the
+    log in turn. Images are taken as each first appears in the log (the seam
+    has no time). A binary whose file was not found has its file offsets as
+    its addresses.
+    """
+
+    def __init__(self, locator: ImageLocator) -> None:
+        self.locator = locator
+        self._binaries: dict[tuple[str, str | None], Binary] = {}
+
+    def _binary(self, loc: Location, got: ElfImage | bytes | None) -> Binary:
+        key = (loc.image, loc.build_id)
+        binary = self._binaries.get(key)
+        if binary is None:
+            elf = got if isinstance(got, ElfImage) else None
+            binary = self._binaries[key] = Binary(loc.image, loc.build_id, elf)
+        return binary
+
+    def find(self, address: int, context_id: int | None, trace_id: int) -> Mapping | None:
+        """The mapping holding ``address`` in the process ``context_id`` names (see above)."""
+        loc = self.locator
+        pids: list[int | None] = []
+        if context_id is not None and loc.mode in ("tid", "pid"):
+            pid, _tid = loc.thread_of(context_id, None)
+            if pid is not None:
+                pids.append(pid)
+        if not pids:
+            pids = [None, *loc.processes()]
+        for pid in pids:
+            got = loc.mapping(pid, address)
+            if got is not None:
+                start, end, where, contents = got
+                link = where.address if where.address is not None else where.offset
+                return Mapping(start, end, self._binary(where, contents), address - link)
+        return None

@@ -1,0 +1,586 @@
+"""Execution profiles from decoded trace: instruction ranges and taken branches per binary.
+
+Input: the elements of each trace source in decode order (element streams or
+:class:`~cstrace.batch.ElementBatch` es, one trace ID at a time) and a
+:class:`~cstrace.memory.binaries.BinaryResolver` that says which program binary
+an address belongs to. Output: a :class:`Profile` holding, for each
+:class:`~cstrace.memory.binaries.Binary`, counts in the binary's own (link-time)
+addresses; or, with :class:`BranchSampler`, the branch-stack samples that
+``perf inject --itrace=il`` synthesises, in run-time addresses.
+
+Consecutive ``INSTR_RANGE`` elements of one trace ID are linked: the last
+instruction of a range whose last instruction is a taken branch
+(``last_exec`` with a branch type) is followed by the first instruction of the
+next range. Trace gaps (``NO_SYNC``, ``TRACE_ON``, ``EO_TRACE``) cut the links,
+so nothing is counted across them; after a ``NO_SYNC`` (a decoder reset) the
+context ID is unknown until a ``PE_CONTEXT`` gives it again. Two views of
+the same links are counted, because the consumers were built on two different
+tools:
+
+- **simpleperf's** (``simpleperf inject``, AutoFDO text): every decoded range
+  counts once as ``[first instruction, last instruction]``; a taken direct
+  branch goes to the start of the next range when there is a next range in a
+  known binary, else to the target encoded in the instruction; a taken
+  indirect branch goes to ``0`` (simpleperf does not follow it); exceptions
+  change nothing. These are :attr:`BinaryProfile.ranges` and
+  :attr:`BinaryProfile.branches`.
+- **perf's** (``perf inject --itrace``, the branch records that llvm-profgen
+  and BOLT read): a branch record links a range to the next one when the
+  range's last instruction was a taken branch, or when an exception came
+  after it (perf marks the range before an exception as ending in a taken
+  branch); fall-through runs go from a branch target to the next taken
+  branch, through not-taken branches, as a branch-record consumer rebuilds
+  them from consecutive records. These are :attr:`BinaryProfile.taken` and
+  :attr:`BinaryProfile.fallthroughs`; branches between two binaries are in
+  :attr:`Profile.external`.
+
+Counting first aggregates the links of the raw elements (run-time addresses
+and the context ID they ran in), then resolves each distinct one once, so the
+cost per element is a few comparisons and one dictionary update.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from cstrace.batch import ElementBatch
+from cstrace.decode import Session
+from cstrace.elements import (
+    Element,
+    EoTrace,
+    Exception_,
+    InstrRange,
+    InstrType,
+    Isa,
+    NoSync,
+    PEContext,
+    TraceOn,
+)
+from cstrace.errors import CstraceError
+from cstrace.isa.decode import decode, read_opcode
+from cstrace.isa.types import IsaOptions
+from cstrace.memory.binaries import (
+    Binary,
+    BinaryResolver,
+    Mapping,
+    StaticResolver,
+    find_by_build_id,
+)
+from cstrace.memory.elf import load_elf
+from cstrace.protocols import DecodeOptions
+from cstrace.trace import Image, Trace
+
+__all__ = [
+    "BinaryProfile",
+    "BranchSample",
+    "BranchSampler",
+    "Profile",
+    "ProfileCounter",
+    "image_resolver",
+    "profile_trace",
+    "resolver_for",
+    "with_symdir",
+]
+
+BinaryKey = tuple[str, str | None]
+
+# What ends a range, for linking it to the next one.
+_FALLS = 0  # the last instruction is not a taken branch: execution goes on after it
+_DIRECT = 1  # a taken direct branch
+_INDIRECT = 2  # a taken indirect branch
+_BRANCH_TYPES = (InstrType.BR, InstrType.BR_INDIRECT)
+_GAPS = (NoSync, TraceOn, EoTrace)
+_NO_NEXT = -1
+
+
+@dataclass
+class BinaryProfile:
+    """The counts of one binary, in its link-time addresses.
+
+    ``ranges`` and ``branches`` are simpleperf's view (see the module doc):
+    ``(first, last)`` instruction addresses of each decoded range, and
+    ``(branch, target)`` of taken branches (target 0: not followed).
+    ``fallthroughs`` and ``taken`` are perf's: ``(branch target, next taken
+    branch)`` runs and ``(branch, target)`` records with both ends in this
+    binary.
+    """
+
+    binary: Binary
+    ranges: Counter[tuple[int, int]] = field(default_factory=Counter)
+    branches: Counter[tuple[int, int]] = field(default_factory=Counter)
+    fallthroughs: Counter[tuple[int, int]] = field(default_factory=Counter)
+    taken: Counter[tuple[int, int]] = field(default_factory=Counter)
+
+    def add(self, other: BinaryProfile) -> None:
+        """Add the counts of ``other`` (the same binary, from another input) to these."""
+        self.ranges.update(other.ranges)
+        self.branches.update(other.branches)
+        self.fallthroughs.update(other.fallthroughs)
+        self.taken.update(other.taken)
+
+    @property
+    def instructions_seen(self) -> bool:
+        """Whether anything at all was counted for the binary."""
+        return bool(self.ranges or self.fallthroughs)
+
+
+@dataclass
+class Profile:
+    """Counts per binary, summed over the trace sources (and inputs) fed to it."""
+
+    binaries: dict[BinaryKey, BinaryProfile] = field(default_factory=dict)
+    """Per :attr:`Binary.key <cstrace.memory.binaries.Binary.key>`."""
+    external: Counter[tuple[BinaryKey, int, BinaryKey, int]] = field(default_factory=Counter)
+    """Taken branches (perf's view) from one binary into another: (from binary, from, to
+    binary, to)."""
+    unmapped: int = 0
+    """Instruction ranges whose first address no known binary holds."""
+
+    def binary(self, binary: Binary) -> BinaryProfile:
+        """The counts of ``binary`` (created empty when first asked)."""
+        got = self.binaries.get(binary.key)
+        if got is None:
+            got = self.binaries[binary.key] = BinaryProfile(binary)
+        return got
+
+    def add(self, other: Profile) -> None:
+        """Add the counts of ``other`` (another input) to these: binaries with the same key sum."""
+        for key, prof in other.binaries.items():
+            mine = self.binaries.get(key)
+            if mine is None:
+                self.binaries[key] = BinaryProfile(prof.binary)
+                mine = self.binaries[key]
+            mine.add(prof)
+        self.external.update(other.external)
+        self.unmapped += other.unmapped
+
+    def select(self, pattern: str | None) -> Profile:
+        """The binaries whose path matches the regular expression ``pattern`` (all if None).
+
+        Raises ``re.error`` for a bad pattern.
+        """
+        if not pattern:
+            return self
+        rx = re.compile(pattern)
+        keep = {k: v for k, v in self.binaries.items() if rx.search(v.binary.path)}
+        external = Counter({k: c for k, c in self.external.items() if k[0] in keep or k[2] in keep})
+        return Profile(keep, external, self.unmapped)
+
+    def sorted_binaries(self) -> list[BinaryProfile]:
+        """The binaries with counts, by path then build ID."""
+        profs = [p for p in self.binaries.values() if p.instructions_seen]
+        return sorted(profs, key=lambda p: (p.binary.path, p.binary.build_id or ""))
+
+
+# One link between a range and what followed it, in run-time addresses.
+# (trace ID, context ID, ISA, start, end, last size, how it ends, exception after it,
+#  next start or _NO_NEXT, context ID of the next range, start of its fall-through run)
+_Link = tuple[int, int | None, int, int, int, int, int, bool, int, int | None, int]
+
+
+class _Track:
+    """What is pending on one trace ID: the last range, and whether an exception followed."""
+
+    __slots__ = ("chain", "ctx", "exc", "prev")
+
+    def __init__(self) -> None:
+        self.ctx: int | None = None
+        self.prev: tuple[int | None, int, int, int, int, int] | None = None
+        self.exc = False
+        self.chain = 0
+
+
+def _ends(elem: InstrRange) -> int:
+    if elem.last_exec and elem.last_type in _BRANCH_TYPES:
+        return _DIRECT if elem.last_type == InstrType.BR else _INDIRECT
+    return _FALLS
+
+
+class ProfileCounter:
+    """Counts ranges and branches of element streams (see the module doc).
+
+    Feed each trace source's elements in decode order with :meth:`feed` (or
+    :meth:`feed_batch`); several calls for one trace ID continue its stream.
+    :meth:`profile` resolves the counts through ``resolver`` into a
+    :class:`Profile`.
+    """
+
+    def __init__(self, resolver: BinaryResolver) -> None:
+        self.resolver = resolver
+        self._links: Counter[_Link] = Counter()
+        self._tracks: dict[int, _Track] = {}
+
+    def _track(self, trace_id: int) -> _Track:
+        track = self._tracks.get(trace_id)
+        if track is None:
+            track = self._tracks[trace_id] = _Track()
+        return track
+
+    def feed(self, trace_id: int, elements: Iterable[Element]) -> None:
+        """Count the elements of the source ``trace_id`` (continuing its earlier ones)."""
+        track = self._track(trace_id)
+        links = self._links
+        ctx = track.ctx
+        prev = track.prev
+        exc = track.exc
+        chain = track.chain
+        for elem in elements:
+            kind = type(elem)
+            if kind is InstrRange:
+                assert isinstance(elem, InstrRange)
+                start = elem.start
+                if prev is not None:
+                    p_ctx, p_isa, p_start, p_end, p_size, p_ends = prev
+                    links[
+                        (
+                            trace_id,
+                            p_ctx,
+                            p_isa,
+                            p_start,
+                            p_end,
+                            p_size,
+                            p_ends,
+                            exc,
+                            start,
+                            ctx,
+                            chain,
+                        )
+                    ] += 1
+                    if exc or p_ends != _FALLS or p_end != start:
+                        chain = start
+                else:
+                    chain = start
+                prev = (ctx, int(elem.isa), start, elem.end, elem.last_size, _ends(elem))
+                exc = False
+            elif kind is PEContext:
+                assert isinstance(elem, PEContext)
+                if elem.context.ctxt_id_valid:
+                    ctx = elem.context.context_id
+            elif kind is Exception_:
+                if prev is not None:
+                    exc = True
+            elif kind in _GAPS:
+                if prev is not None:
+                    p_ctx, p_isa, p_start, p_end, p_size, p_ends = prev
+                    links[
+                        (
+                            trace_id,
+                            p_ctx,
+                            p_isa,
+                            p_start,
+                            p_end,
+                            p_size,
+                            p_ends,
+                            exc,
+                            _NO_NEXT,
+                            None,
+                            chain,
+                        )
+                    ] += 1
+                prev = None
+                exc = False
+                if kind is NoSync:
+                    ctx = None  # a decoder reset: the context is unknown until the trace says
+        track.ctx = ctx
+        track.prev = prev
+        track.exc = exc
+        track.chain = chain
+
+    def feed_batch(self, batch: ElementBatch) -> None:
+        """Count the elements of an element batch of one trace source."""
+        ids = batch["trace_id"]
+        trace_id = int(ids[0]) if len(ids) else 0
+        self.feed(trace_id, iter(batch))
+
+    def _flush(self) -> None:
+        for trace_id, track in self._tracks.items():
+            if track.prev is not None:
+                self.feed(trace_id, [EoTrace(0)])
+
+    def profile(self) -> Profile:
+        """The counts so far, resolved to binaries (pending ranges are ended first)."""
+        self._flush()
+        return _resolve(self._links, self.resolver)
+
+
+def _resolve(links: Counter[_Link], resolver: BinaryResolver) -> Profile:
+    """Turn aggregated links into per-binary counts in link-time addresses."""
+    out = Profile()
+    cache: dict[tuple[int, int | None, int], Mapping | None] = {}
+
+    def find(address: int, ctx: int | None, trace_id: int) -> Mapping | None:
+        key = (address, ctx, trace_id)
+        if key in cache:
+            return cache[key]
+        got = cache[key] = resolver.find(address, ctx, trace_id)
+        return got
+
+    for link, count in links.items():
+        trace_id, ctx, isa, start, end, size, ends, exc, nxt, nctx, chain = link
+        m = find(start, ctx, trace_id)
+        if m is None:
+            out.unmapped += count
+            continue
+        prof = out.binary(m.binary)
+        last = end - size
+        b_start = m.binary_address(start)
+        b_last = m.binary_address(last)
+        prof.ranges[(b_start, b_last)] += count
+        nm = find(nxt, nctx, trace_id) if nxt != _NO_NEXT else None
+        # simpleperf's branches
+        if ends == _DIRECT:
+            if nm is not None:
+                target = nm.binary_address(nxt)
+            else:
+                target = _encoded_target(m.binary, b_last, isa)
+            prof.branches[(b_last, target)] += count
+        elif ends == _INDIRECT:
+            prof.branches[(b_last, 0)] += count
+        # perf's branch records and fall-through runs
+        taken = exc or ends != _FALLS
+        if taken and nm is not None:
+            if nm.binary is m.binary:
+                prof.taken[(b_last, nm.binary_address(nxt))] += count
+            else:
+                key = (m.binary.key, b_last, nm.binary.key, nm.binary_address(nxt))
+                out.external[key] += count
+                out.binary(nm.binary)
+        if taken or nxt == _NO_NEXT or nxt != end:
+            cm = m if chain in m else find(chain, ctx, trace_id)
+            if cm is not None and cm.binary is m.binary:
+                prof.fallthroughs[(cm.binary_address(chain), b_last)] += count
+    return out
+
+
+_ISA_OPTIONS = IsaOptions()
+
+
+def _encoded_target(binary: Binary, address: int, isa: int) -> int:
+    """The target encoded in the direct branch at ``address`` of ``binary`` (0 if unreadable)."""
+    code = binary.read(address, 4)
+    if len(code) < 4:
+        code = code + bytes(4 - len(code))
+    if not any(code):
+        return 0
+    try:
+        isa_e = Isa(isa)
+        opcode = read_opcode(isa_e, code, 0)
+        if opcode is None:
+            return 0
+        target = decode(isa_e, address, opcode, _ISA_OPTIONS).target
+    except ValueError:
+        return 0
+    return 0 if target is None else target
+
+
+# -- branch-stack samples (perf inject --itrace=i<period>il<size>) --------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BranchSample:
+    """One synthesised instruction sample with its branch stack, in run-time addresses.
+
+    ``branches`` are ``(from, to)`` pairs, the most recent first, as perf
+    stores a last-branch stack.
+    """
+
+    trace_id: int
+    context_id: int | None
+    ip: int
+    branches: tuple[tuple[int, int], ...]
+
+
+class BranchSampler:
+    """Synthesises branch-stack samples from element streams as ``perf inject --itrace=il`` does.
+
+    Every ``period`` instructions an instruction sample is taken, carrying the
+    last ``depth`` taken branches (a branch is recorded when a range follows a
+    range that ended in a taken branch or was interrupted by an exception).
+    At a trace gap and at the end, one more sample is taken at the last
+    executed instruction, and the branch stack is emptied.
+    """
+
+    def __init__(self, period: int = 100_000, depth: int = 64) -> None:
+        if period < 1 or depth < 1:
+            raise ValueError("period and depth must be positive")
+        self.period = period
+        self.depth = depth
+
+    def samples(self, trace_id: int, elements: Iterable[Element]) -> Iterator[BranchSample]:
+        """The samples of one trace source's elements, in order."""
+        stack: list[tuple[int, int]] = []  # oldest first
+        depth = self.depth
+        period = self.period
+        pending = 0
+        ctx: int | None = None
+        prev: InstrRange | None = None
+        prev_taken = False
+        for elem in elements:
+            kind = type(elem)
+            if kind is InstrRange:
+                assert isinstance(elem, InstrRange)
+                if prev is not None and prev_taken:
+                    stack.append((prev.end - prev.last_size, elem.start))
+                    if len(stack) > depth:
+                        del stack[0]
+                before = pending
+                pending += elem.num_instr
+                if pending >= period:
+                    offset = period - before
+                    branches = tuple(reversed(stack))
+                    while pending >= period:
+                        ip = _instr_address(elem, offset - 1)
+                        yield BranchSample(trace_id, ctx, ip, branches)
+                        offset += period
+                        pending -= period
+                prev = elem
+                prev_taken = elem.last_exec and elem.last_type in _BRANCH_TYPES
+            elif kind is Exception_:
+                if prev is not None:
+                    prev_taken = True
+            elif kind is PEContext:
+                assert isinstance(elem, PEContext)
+                if elem.context.ctxt_id_valid:
+                    ctx = elem.context.context_id
+            elif kind in _GAPS:
+                if prev is not None:
+                    ip = prev.end - prev.last_size
+                    yield BranchSample(trace_id, ctx, ip, tuple(reversed(stack)))
+                stack = []
+                pending = 0
+                prev = None
+                prev_taken = False
+        if prev is not None:
+            yield BranchSample(trace_id, ctx, prev.end - prev.last_size, tuple(reversed(stack)))
+
+
+def _instr_address(elem: InstrRange, index: int) -> int:
+    """The address of instruction ``index`` of a range (T32 sizes taken as 2 but the last)."""
+    if index >= elem.num_instr - 1:
+        return elem.end - elem.last_size
+    step = 2 if elem.isa == Isa.T32 else 4
+    return elem.start + index * step
+
+
+# -- traces -----------------------------------------------------------------------------------
+
+
+def image_resolver(trace: Trace) -> StaticResolver:
+    """The binaries of ``trace``'s program images and memory dumps, where they are mapped.
+
+    An ELF image is placed as code memory places it (at its link address, or
+    moved so that its first loadable byte is at the image's base); each of its
+    code segments is a mapping whose link addresses are the file's. A raw
+    image or a memory dump is a binary whose addresses are the run-time ones.
+    Images for one process (``Image.pid``) answer for that context ID only.
+    A binary's path is the image's name when that is a path, else its file's.
+    Files that cannot be read are left out (decoding reports them).
+    """
+    mappings: list[Mapping] = []
+    per_context: list[tuple[int, Mapping]] = []
+    for image in trace.images:
+        if not image.file.exists():
+            continue
+        try:
+            data = image.file.read()
+        except CstraceError:
+            continue
+        # The path the input named (a recording's), else the file it was read from.
+        name = image.name if "/" in image.name else image.file.name
+        found: list[Mapping] = []
+        if data[:4] == b"\x7fELF":
+            try:
+                elf = load_elf(data, image.file.name)
+            except CstraceError:
+                continue
+            binary = Binary(name, image.uuid or elf.uuid, elf)
+            delta = elf.load_offset(image.base)
+            found = [
+                Mapping(s.address + delta, s.address + delta + len(s.data), binary, delta)
+                for s in elf.segments
+            ]
+        else:
+            base = image.base or 0
+            binary = Binary(name, image.uuid, reader=_bytes_reader(base, data))
+            found = [Mapping(base, base + len(data), binary, 0)]
+        if image.pid is not None:
+            per_context.extend((image.pid, m) for m in found)
+        else:
+            mappings.extend(found)
+    for dump in trace.dumps:
+        if not dump.file.exists():
+            continue
+        size = dump.file.size()
+        length = size - min(dump.offset, size) if dump.length is None else dump.length
+        if length <= 0:
+            continue
+        reader = _dump_reader(dump.address, dump.offset, length, dump.file.read)
+        binary = Binary(dump.file.name, reader=reader)
+        mappings.append(Mapping(dump.address, dump.address + length, binary, 0))
+    return StaticResolver(mappings, per_context)
+
+
+def _bytes_reader(base: int, data: bytes) -> Callable[[int, int], bytes]:
+    def read(address: int, size: int) -> bytes:
+        off = address - base
+        return data[off : off + size] if 0 <= off < len(data) else b""
+
+    return read
+
+
+def _dump_reader(
+    address: int, offset: int, length: int, read_file: Callable[[int, int | None], bytes]
+) -> Callable[[int, int], bytes]:
+    def read(at: int, size: int) -> bytes:
+        off = at - address
+        if not 0 <= off < length:
+            return b""
+        return read_file(offset + off, min(size, length - off))
+
+    return read
+
+
+def resolver_for(trace: Trace) -> BinaryResolver:
+    """The binary resolver of ``trace``: the input's own if it has one, else its images'."""
+    return trace.binaries if trace.binaries is not None else image_resolver(trace)
+
+
+def with_symdir(trace: Trace, symdir: str | Path | None) -> Trace:
+    """``trace`` with each image whose file is missing replaced by the ELF file under ``symdir``
+    (searched recursively) that has the build ID the image expects."""
+    if symdir is None or not os.path.isdir(symdir):
+        return trace
+    from cstrace.inputs.files import PathBlob
+
+    images: list[Image] = []
+    changed = False
+    for image in trace.images:
+        if not image.file.exists() and image.uuid:
+            found = find_by_build_id(symdir, image.uuid)
+            if found is not None:
+                images.append(replace(image, file=PathBlob(found)))
+                changed = True
+                continue
+        images.append(image)
+    return replace(trace, images=images) if changed else trace
+
+
+def profile_trace(
+    trace: Trace,
+    options: DecodeOptions | None = None,
+    buffers: Sequence[str] | None = None,
+    resolver: BinaryResolver | None = None,
+) -> Profile:
+    """Decode ``trace`` (every buffer, or those named) in one session and count its profile."""
+    session = Session(trace, options)
+    counter = ProfileCounter(resolver if resolver is not None else resolver_for(trace))
+    names = list(buffers) if buffers is not None else [b.name for b in trace.buffers]
+    for name in names:
+        for run in session.open_buffer(trace.buffer(name)).runs:
+            counter.feed(run.trace_id, run.elements())
+    return counter.profile()

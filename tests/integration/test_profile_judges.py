@@ -1,0 +1,151 @@
+"""``cstrace profile`` end to end, judged by the tools that read each format.
+
+A small AArch64 program with debug info is built, run in an emulator and
+traced with the project's ETMv4 encoder (:mod:`tests.profiles.program`); the
+raw capture is profiled through the command line with ``--image PROG@BASE``.
+The counts are checked against the program's source, then each profile is fed
+to its consumer: ``create_llvm_prof --profiler text`` (Debian's ``autofdo``),
+``llvm-profgen`` (``llvm-19``) and ``perf2bolt -pa`` (``bolt-19``). Each
+consumer's test skips, naming the package, when the tool is not installed; all
+skip without the cross compiler (``gcc-aarch64-linux-gnu``).
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.profiles import program as prog
+
+pytestmark = pytest.mark.skipif(
+    prog.compiler() is None,
+    reason=f"{prog.CC} not installed (Debian: gcc-aarch64-linux-gnu); the test program "
+    "cannot be built",
+)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> prog.Program:
+    pytest.importorskip("unicorn")
+    return prog.build(tmp_path_factory.mktemp("prog"))
+
+
+def profile(built: prog.Program, fmt: str, *extra: str, inputs: int = 1) -> str:
+    regs = [f"--reg=0x10:{k}={v:#x}" for k, v in prog.REGISTERS.items()]
+    done = subprocess.run(
+        [sys.executable, "-m", "cstrace.cli", "profile", *[str(built.capture)] * inputs,
+         f"--image={built.path}@{prog.BASE:#x}", "--protocol=0x10=ETM4.0",
+         "--core=0x10=Cortex-A53", *regs, "--format", fmt, *extra],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    return done.stdout
+
+
+def tool(*names: str) -> str:
+    for name in names:
+        found = shutil.which(name) or next(iter(sorted(glob.glob(name))), None)
+        if found:
+            return found
+    pytest.skip(f"{names[0]} not installed")
+
+
+def lines_with(text: str, pattern: str) -> list[str]:
+    return [ln for ln in text.splitlines() if re.search(pattern, ln)]
+
+
+def test_the_counts_are_the_programs(built: prog.Program) -> None:
+    f1 = built.symbols["f1"]
+    text = profile(built, "autofdo")
+    # f1 runs its loop body 100 times per call, 5 calls: the b.ne at f1+0x24 is taken
+    # back to f1+0x14 495 times (the first pass enters at f1+0xc)
+    assert f"{f1 + 0x24:x}->{f1 + 0x14:x}:495" in text.splitlines()
+    assert text.splitlines()[-2] == f"// {built.path}"
+    assert text.splitlines()[-3] == f"// build_id: 0x{built.elf.uuid}"
+    bolt = profile(built, "bolt")
+    assert f"B {f1 + 0x24:x} {f1 + 0x14:x} 495 0" in bolt.splitlines()
+    assert f"F {f1 + 0x14:x} {f1 + 0x28:x} 5" in bolt.splitlines()  # last pass, on to ret
+
+
+def test_several_inputs_are_summed(built: prog.Program) -> None:
+    f1 = built.symbols["f1"]
+    text = profile(built, "autofdo", inputs=2)
+    assert f"{f1 + 0x24:x}->{f1 + 0x14:x}:990" in text.splitlines()
+
+
+def test_binary_filter(built: prog.Program) -> None:
+    assert profile(built, "autofdo", "--binary", "no-such-binary") == ""
+    assert profile(built, "autofdo", "--binary", "prog$").startswith("1")
+
+
+def test_create_llvm_prof_reads_the_autofdo_text(built: prog.Program, tmp_path: Path) -> None:
+    create = tool("create_llvm_prof")
+    afdo = tmp_path / "prog.afdo.txt"
+    afdo.write_text(profile(built, "autofdo"))
+    out = tmp_path / "prog.prof"
+    done = subprocess.run(
+        [create, "--profiler=text", f"--binary={built.path}", f"--profile={afdo}",
+         f"--out={out}", "--format=text"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = out.read_text()
+    # f1's loop body (line offset 2) ran 500 times; work calls f1 and f2 5 times each
+    assert re.search(r"^f1:\d+:5$", result, re.M), result
+    assert re.search(r"^ 2: 500$", result, re.M), result
+    assert re.search(r"f1:5", result) and re.search(r"f2:5", result), result
+
+
+def test_llvm_profgen_reads_the_unsymbolized_profile(built: prog.Program, tmp_path: Path) -> None:
+    profgen = tool("llvm-profgen", "llvm-profgen-19", "/usr/lib/llvm-*/bin/llvm-profgen")
+    raw = tmp_path / "prog.unsym"
+    raw.write_text(profile(built, "profgen"))
+    out = tmp_path / "prog.prof"
+    done = subprocess.run(
+        [profgen, f"--binary={built.path}", f"--unsymbolized-profile={raw}",
+         f"--output={out}", "--format=text"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = out.read_text()
+    assert lines_with(result, r"^f1:\d+:5$") and lines_with(result, r"^ 2: 500$"), result
+    assert lines_with(result, r"^ 3: 10 f1:5$"), result
+
+
+def test_llvm_profgen_reads_the_perf_script(built: prog.Program, tmp_path: Path) -> None:
+    profgen = tool("llvm-profgen", "llvm-profgen-19", "/usr/lib/llvm-*/bin/llvm-profgen")
+    script = tmp_path / "prog.script"
+    script.write_text(profile(built, "perf-script", "--period=100", "--last-branch=16"))
+    out = tmp_path / "prog.prof"
+    done = subprocess.run(
+        [profgen, f"--binary={built.path}", f"--perfscript={script}", f"--output={out}",
+         "--format=text"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = out.read_text()
+    assert lines_with(result, r"^f1:\d+:") and lines_with(result, r"^f2:\d+:"), result
+
+
+def test_perf2bolt_reads_the_pre_aggregated_profile(built: prog.Program, tmp_path: Path) -> None:
+    # perf2bolt picks its mode from its own name: the versioned link is llvm-bolt
+    perf2bolt = tool("perf2bolt", "/usr/lib/llvm-*/bin/perf2bolt")
+    agg = tmp_path / "prog.pa"
+    agg.write_text(profile(built, "bolt"))
+    out = tmp_path / "prog.fdata"
+    done = subprocess.run(
+        [perf2bolt, "-pa", "-p", str(agg), "-o", str(out), str(built.path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "traces mismatching disassembled function contents: 0 " in done.stdout, done.stdout
+    fdata = out.read_text()
+    # f1's back edge (b.ne at +0x24 to +0x14), in function-relative offsets
+    assert re.search(r"^1 f1\S* 24 1 f1\S* 14 0 495$", fdata, re.M), fdata
