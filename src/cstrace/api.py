@@ -46,6 +46,7 @@ def open_trace(
     symdirs: Sequence[str | Path] = (),
     symfs: str | Path | None = None,
     buildid_dir: str | Path | None = None,
+    vmlinux: str | Path | None = None,
 ) -> Trace:
     """Open a snapshot, a trace package (folder or ZIP), a perf.data recording or a raw
     capture for decoding.
@@ -62,7 +63,8 @@ def open_trace(
     ``symdirs`` (searched recursively), ``symfs`` (the traced system's root)
     and ``buildid_dir`` (perf's build-ID cache, default ``~/.debug``) say
     where the programs a recording or an event log names are, found by build
-    ID and name (``--symdir``, ``--symfs``, ``--buildid-dir``).
+    ID and name (``--symdir``, ``--symfs``, ``--buildid-dir``); ``vmlinux`` is
+    the kernel image of a recording (``--vmlinux``).
     """
     extras = Extras(list(images), list(memory), None if events is None else str(events), contextidr)
     raw = RawOptions(
@@ -78,6 +80,7 @@ def open_trace(
         tuple(str(d) for d in symdirs),
         None if symfs is None else str(symfs),
         None if buildid_dir is None else str(buildid_dir),
+        vmlinux=None if vmlinux is None else str(vmlinux),
     )
     return open_input(path, extras, raw, symbols)
 

@@ -78,6 +78,12 @@ def add_input_options(dec: argparse.ArgumentParser) -> None:
         help="a folder the traced system's files are under: ROOT/path/of/the/file",
     )
     mem.add_argument(
+        "--vmlinux",
+        metavar="FILE",
+        help="the kernel image of a recording (an ELF vmlinux), used when its build ID is "
+        "the recorded one",
+    )
+    mem.add_argument(
         "--buildid-dir",
         metavar="DIR",
         help="perf's build-ID cache (default: $PERF_BUILDID_DIR or ~/.debug)",
@@ -149,11 +155,13 @@ def open_from_args(args: argparse.Namespace, path: str | None = None) -> Trace:
 
 
 def symbol_paths(args: argparse.Namespace) -> SymbolPaths:
-    """Where ``--symdir``, ``--symfs`` and ``--buildid-dir`` say to look for images."""
+    """Where ``--symdir``, ``--symfs``, ``--buildid-dir`` and ``--vmlinux`` say to look for
+    images."""
     return SymbolPaths(
         tuple(getattr(args, "symdir", None) or ()),
         getattr(args, "symfs", None),
         getattr(args, "buildid_dir", None),
+        vmlinux=getattr(args, "vmlinux", None),
     )
 
 

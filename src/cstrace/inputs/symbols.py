@@ -167,9 +167,12 @@ class SymbolPaths:
     files: tuple[str, ...] = ()
     """Files named one by one (``--image`` for a recording): looked at first, and taken when
     their build ID is the one wanted (or, for an image without one, their name)."""
+    vmlinux: str | None = None
+    """The kernel image (``--vmlinux``), whatever its file name: taken for the kernel when
+    its build ID is the one the recording gives (or the recording gives none)."""
 
     def __bool__(self) -> bool:
-        return bool(self.symdirs or self.symfs or self.buildid_dir or self.files)
+        return bool(self.symdirs or self.symfs or self.buildid_dir or self.files or self.vmlinux)
 
 
 @dataclass(frozen=True)
@@ -178,7 +181,7 @@ class FoundImage:
 
     path: Path
     how: str
-    """``--image``, ``symdir``, ``build-id cache`` or ``symfs``."""
+    """``--image``, ``--vmlinux``, ``symdir``, ``build-id cache`` or ``symfs``."""
     build_id: bytes | None
 
 
@@ -230,6 +233,11 @@ class ImageSearch:
     def find(self, name: str, build_id: bytes | None) -> FoundImage | None:
         """The file for image ``name`` (a path on the traced system) with ``build_id``."""
         base = name.replace("\\", "/").rsplit("/", 1)[-1]
+        if name == "vmlinux" and self.paths.vmlinux:
+            p = Path(self.paths.vmlinux)
+            got = self._accept(name, p, build_id, "--vmlinux") if p.is_file() else None
+            if got is not None:
+                return got
         for f in self.paths.files:
             p = Path(f)
             if build_id is None and p.name != base:
