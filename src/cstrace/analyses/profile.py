@@ -235,23 +235,9 @@ class ProfileCounter:
                 assert isinstance(elem, InstrRange)
                 start = elem.start
                 if prev is not None:
-                    p_ctx, p_isa, p_start, p_end, p_size, p_ends = prev
-                    links[
-                        (
-                            trace_id,
-                            p_ctx,
-                            p_isa,
-                            p_start,
-                            p_end,
-                            p_size,
-                            p_ends,
-                            exc,
-                            start,
-                            ctx,
-                            chain,
-                        )
-                    ] += 1
-                    if exc or p_ends != _FALLS or p_end != start:
+                    links[(trace_id, *prev, exc, start, ctx, chain)] += 1
+                    # prev: (context, isa, start, end, last size, how it ends)
+                    if exc or prev[5] != _FALLS or prev[3] != start:
                         chain = start
                 else:
                     chain = start
@@ -266,22 +252,7 @@ class ProfileCounter:
                     exc = True
             elif kind in _GAPS:
                 if prev is not None:
-                    p_ctx, p_isa, p_start, p_end, p_size, p_ends = prev
-                    links[
-                        (
-                            trace_id,
-                            p_ctx,
-                            p_isa,
-                            p_start,
-                            p_end,
-                            p_size,
-                            p_ends,
-                            exc,
-                            _NO_NEXT,
-                            None,
-                            chain,
-                        )
-                    ] += 1
+                    links[(trace_id, *prev, exc, _NO_NEXT, None, chain)] += 1
                 prev = None
                 exc = False
                 if kind is NoSync:
