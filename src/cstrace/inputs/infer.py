@@ -69,20 +69,10 @@ class Inference:
     """Each inferred setting and its value, in words (``cyclecount``: ``1``)."""
     confidence: float
     evidence: str
-    cost: float = 0.0
-    read_from_trace: list[str] = field(default_factory=list)
-    """Settings read directly from packets, not found by search."""
     family: str = ""
     """The protocol family searched (``etm4``, ``ptm``, ``etm3``)."""
     candidate: dict[str, Any] = field(default_factory=dict)
     """The chosen settings under their internal names (a start for sibling sources)."""
-
-    def describe(self) -> str:
-        """One line: protocol, core and every setting, with the confidence."""
-        items = ", ".join(f"{k}={v}" for k, v in self.settings.items())
-        return (
-            f"{self.protocol} on {self.core}: {items} (inferred, confidence {self.confidence:.2f})"
-        )
 
 
 @dataclass
@@ -720,8 +710,6 @@ def infer_source(
             settings=_settings_text(best),
             confidence=_confidence(score, has_code),
             evidence=f"start of the stream ({len(prefix)} bytes) decoded: {score.text()}",
-            cost=score.cost,
-            read_from_trace=read,
             family="etm4" if fam in ("etm4", "ete") else fam,
             candidate=best,
         )

@@ -254,10 +254,7 @@ def open_raw(path: str | Path, raw: RawOptions, extras: Extras | None = None) ->
             family = family_of(source_type)
             if "cannot be decoded without" not in exc.message or family not in _INFERRED:
                 raise _located(exc) from None
-            g = detected.get(None if single else tid)
-            pending.append(
-                _Pending(tid, family, items, path, line, g.family if g else None, source_type)
-            )
+            pending.append(_Pending(tid, family, items, path, line))
     if unplaced:
         raise SnapshotError(
             f"--set {sorted(unplaced)[0]!r}: no trace source of this capture has that option"
@@ -329,8 +326,6 @@ class _Pending:
     items: list[Item]
     path: str
     line: int | None
-    detected: str | None
-    source_type: str
 
 
 def _user_keys(items: list[Item]) -> tuple[set[str], str | None, bool]:
@@ -410,9 +405,8 @@ def _infer(trace: Trace, pending: list[_Pending], single: bool, label: int | Non
             p.family if named else None,
         )
         chosen.setdefault(result.family, result.candidate)
-        done = complete(result.protocol, result.registers, result.core)
-        assert done is not None
-        regs, core_type, _ = done
+        # The inference's registers and core already carry the user's items.
+        regs, core_type = result.registers, result.core
         sources.append(
             Source(
                 name=f"trace_{p.trace_id:#04x}",
