@@ -20,7 +20,7 @@ hold :class:`~cstrace.errors.Issue` records; decoders put
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from cstrace.batch import ElementBatch, iter_batches
@@ -68,6 +68,11 @@ class SourceRun:
     def batches(self, size: int = 65536) -> Iterator[ElementBatch]:
         """The elements as columnar batches of at most ``size`` rows (:mod:`cstrace.batch`)."""
         return iter_batches(self.elements(), self.trace_id, size)
+
+    def run_fields(self) -> dict[str, Any]:
+        """This run's own fields by name (those of :class:`SourceRun`, not of a subclass):
+        what a wrapper that watches the run is made of, ``Wrapper(**run.run_fields(), ...)``."""
+        return {f.name: getattr(self, f.name) for f in fields(SourceRun)}
 
 
 @dataclass

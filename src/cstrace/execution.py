@@ -95,18 +95,7 @@ class ContextTracker:
     def watch(self, run: SourceRun) -> SourceRun:
         """A copy of ``run`` (itself possibly a watched run) whose elements update this
         tracker as they are decoded, for consumers that take a run (the OpenCSD listing)."""
-        return _TrackedRun(
-            run.buffer,
-            run.source,
-            run.protocol,
-            run.config,
-            run.trace_id,
-            run.packet_id,
-            run.stream,
-            run.context,
-            run,
-            self,
-        )
+        return _TrackedRun(**run.run_fields(), inner=run, tracker=self)
 
 
 @dataclass

@@ -771,17 +771,7 @@ class LossCounter:
         """A copy of ``run`` whose ``packets()``, ``elements()`` and ``batches()`` are counted."""
         tally = _Tally(run, self.limit)
         self._tallies.append(tally)
-        return _CountedRun(
-            run.buffer,
-            run.source,
-            run.protocol,
-            run.config,
-            run.trace_id,
-            run.packet_id,
-            run.stream,
-            run.context,
-            tally,
-        )
+        return _CountedRun(**run.run_fields(), tally=tally)
 
     def not_decoded(self, entry: NotDecoded) -> None:
         """Record a source or trace ID that was not decoded."""
