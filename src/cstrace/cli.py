@@ -84,6 +84,12 @@ def add_input_options(dec: argparse.ArgumentParser) -> None:
         "the recorded one",
     )
     mem.add_argument(
+        "--kcore",
+        metavar="FILE",
+        help="the kernel text a recording's perf record --kcore copied (kcore_dir/kcore, an ELF "
+        "core file; a perf record --kcore folder's own is used without this option)",
+    )
+    mem.add_argument(
         "--buildid-dir",
         metavar="DIR",
         help="perf's build-ID cache (default: $PERF_BUILDID_DIR or ~/.debug)",
@@ -162,6 +168,7 @@ def symbol_paths(args: argparse.Namespace) -> SymbolPaths:
         getattr(args, "symfs", None),
         getattr(args, "buildid_dir", None),
         vmlinux=getattr(args, "vmlinux", None),
+        kcore=getattr(args, "kcore", None),
     )
 
 
