@@ -159,3 +159,16 @@ def test_a_bad_kcore_is_one_located_error(
                 cmd,
                 done.stderr,
             )
+
+
+def test_a_package_of_the_folder_keeps_the_kernel_code(
+    recorded: tuple[Path, Path, Trace], tmp_path: Path
+) -> None:
+    _snap, folder, _trace = recorded
+    out = tmp_path / "rec.zip"
+    made = _cstrace("package", str(folder), str(out))
+    assert made.returncode == 0, made.stderr
+    direct = _cstrace("decode", str(folder), "--format", "ocsd", "--no-summary")
+    packaged = _cstrace("decode", str(out), "--format", "ocsd", "--no-summary")
+    assert packaged.returncode == 0, packaged.stderr
+    assert packaged.stdout == direct.stdout and "INSTR_RANGE" in packaged.stdout

@@ -554,7 +554,13 @@ def _load(found: FoundImage | None) -> ElfImage | None:
 
 
 def _who(r: ItraceStartRecord | SwitchRecord) -> tuple[int, int] | None:
-    """(pid, tid) of the thread that runs on the record's CPU after it."""
+    """(pid, tid) of the thread that runs on the record's CPU after it (None: no thread, or
+    -1, which names none)."""
+    got = _who_raw(r)
+    return None if got is None or min(got) < 0 else got
+
+
+def _who_raw(r: ItraceStartRecord | SwitchRecord) -> tuple[int, int] | None:
     if isinstance(r, ItraceStartRecord):
         return r.pid, r.tid
     if r.out:
