@@ -210,3 +210,23 @@ def test_cut_recordings_give_an_error_or_what_there_is(tmp_path: Path, symdir: P
                 assert errors, (n, cmd, done.stderr)
                 if cmd == "info" or not done.stdout:
                     assert len(errors) == 1 and str(path) in errors[0], (n, cmd, errors)
+
+
+@pytest.mark.parametrize("name", ["perf_etm.data", "perf_with_unformatted_trace.data"])
+def test_cut_real_recordings(perfdata: Path, tmp_path: Path, name: str) -> None:
+    """The real recordings cut at random offsets: info, decode and profile give located errors
+    (one line when the file cannot be read at all) and what the part before the cut holds."""
+    good = (perfdata / name).read_bytes()
+    rng = random.Random(name)
+    for n in sorted(rng.sample(range(len(good)), 24)):
+        path = tmp_path / f"cut{n}.data"
+        path.write_bytes(good[:n])
+        runs = _run_all(path, perfdata)
+        _no_traceback(runs)
+        for cmd, done in runs.items():
+            errors = [x for x in done.stderr.splitlines() if x.startswith("cstrace: error:")]
+            if done.returncode == 2:
+                assert errors and all(str(path) in x for x in errors), (n, cmd, done.stderr)
+                assert all("offset 0x" in x for x in errors), (n, cmd, errors)
+                if cmd == "info" or not done.stdout and "records" not in done.stderr:
+                    assert len(errors) == 1, (n, cmd, errors)

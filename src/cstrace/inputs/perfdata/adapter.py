@@ -795,7 +795,9 @@ def open_perf_data(path: str | Path, symbols: SymbolPaths | None = None) -> Trac
             )
         )
     if not buffers:
-        first = rec.aux_records[0].offset if rec.aux_records else None
+        # Where the trace should have been: the first AUX (or AUXTRACE) record, else the
+        # data section.
+        first = next((r.offset for r in [*rec.aux_records, *rec.auxtrace]), rec.file.data_offset)
         raise InputError(
             "no trace to decode: "
             + (
