@@ -228,5 +228,5 @@ def test_cut_real_recordings(perfdata: Path, tmp_path: Path, name: str) -> None:
             if done.returncode == 2:
                 assert errors and all(str(path) in x for x in errors), (n, cmd, done.stderr)
                 assert all("offset 0x" in x for x in errors), (n, cmd, errors)
-                if cmd == "info" or not done.stdout and "records" not in done.stderr:
+                if cmd == "info" or (not done.stdout and "records" not in done.stderr):
                     assert len(errors) == 1, (n, cmd, errors)
