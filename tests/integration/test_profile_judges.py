@@ -204,6 +204,15 @@ def test_the_recording_profiles_as_the_capture(built: prog.Program, recorded: Pa
     assert f"// build_id: 0x{built.elf.uuid}" in from_recording and "// prog" in from_recording
     for fmt in ("bolt", "profgen"):
         assert profile_recording(built, recorded, fmt) == profile(built, fmt), fmt
+    perf = shutil.which("perf")
+    if perf is not None:  # Debian's linux-perf reads the build ID the writer gave
+        listed = subprocess.run(
+            [perf, "buildid-list", "-i", str(recorded)],
+            capture_output=True, text=True, check=False,
+            env={"HOME": str(recorded.parent), "PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+        if listed.returncode == 0:
+            assert f"{built.elf.uuid} prog" in listed.stdout.splitlines(), listed.stdout
 
 
 def test_the_judges_read_the_recordings_profiles(
