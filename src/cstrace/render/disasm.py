@@ -37,7 +37,7 @@ from cstrace.render.text import element_details
 __all__ = ["DisasmOptions", "disasm_lines", "opcode_text"]
 
 _SYMBOL_WIDTH = 22
-_TEXT_WIDTH = 30
+_TEXT_WIDTH = 36
 # A direct branch (A64, A32, T32: B, BL, BLX, CBZ, CBNZ, TBZ, TBNZ, with a condition and a
 # width qualifier) to an immediate address, as capstone writes it.
 _CONDS = "eq|ne|cs|hs|cc|lo|mi|pl|vs|vc|hi|ls|ge|lt|gt|le|al"
