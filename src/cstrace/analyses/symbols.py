@@ -47,13 +47,14 @@ from typing import Any
 from cstrace.elements import Isa
 from cstrace.errors import CstraceError, SnapshotError
 from cstrace.memory.binaries import Binary, BinaryResolver
-from cstrace.trace import Trace
+from cstrace.trace import Blob, Origin, Trace
 
 __all__ = ["Function", "SourceLine", "Symbols", "demangle"]
 
 _MASK64 = (1 << 64) - 1
 _MAX_SOURCE_BYTES = 16 << 20  # a source file larger than this is not read
 _MAPPING_ISAS = {"a": Isa.A32, "t": Isa.T32, "x": Isa.A64}
+_CLI = Origin("command line")  # what cstrace.inputs.extras gives the images it adds
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,7 +344,7 @@ class Symbols:
         self._placed: list[_Placed] = []
         self._files: dict[str, _ElfFile] = {}
         self._resolver: BinaryResolver | None = None
-        self._blobs: dict[str, Any] = {}
+        self._blobs: dict[str, Blob] = {}
         self._by_binary: dict[tuple[str, str | None], Symbols | None] = {}
         self._dirty = True
         self._fstarts: list[int] = []
@@ -415,11 +416,11 @@ class Symbols:
         for image in trace.images:
             if image.pid is not None or image.core is not None:
                 continue
-            if trace.events is not None and trace.binaries is not None:
+            if trace.binaries is not None and (image.base is None or image.origin != _CLI):
                 continue  # a recording's binary: placed by its memory maps, per process
             # An image named on the command line must be good; the input's own are taken
             # where they can be read (decoding reports the others).
-            strict = image.origin.path == "command line"
+            strict = image.origin == _CLI
             try:
                 if not image.file.exists():
                     continue
@@ -444,13 +445,25 @@ class Symbols:
             else:
                 out.add_elf_at(name, base)
         if trace.binaries is not None:
-            out._resolver = resolver_for(trace)
-            for image in trace.images:
-                if image.uuid:
-                    out._blobs[image.uuid.lower().replace("-", "")] = image.file
-                out._blobs[image.file.name] = image.file
+            out.add_resolver(resolver_for(trace), [(i.uuid, i.file) for i in trace.images])
         out._invalidate()
         return out
+
+    def add_resolver(
+        self, resolver: BinaryResolver, files: Iterable[tuple[str | None, Blob]] = ()
+    ) -> None:
+        """Look up the addresses no image added covers through ``resolver`` (a recording's
+        processes' memory maps), with the traced context ID.
+
+        A binary's ELF file is the one of ``files`` (build ID or None, file) with its
+        build ID or its name, else the file its ELF image was read from.
+        """
+        self._resolver = resolver
+        for uuid, blob in files:
+            if uuid:
+                self._blobs[uuid.lower().replace("-", "")] = blob
+            self._blobs[blob.name] = blob
+        self._invalidate()
 
     # -- merged tables -----------------------------------------------------------------
 
