@@ -402,22 +402,29 @@ class Symbols:
         """The symbols of ``trace``'s ELF images, placed as code memory places them, plus
         ``images`` (``FILE`` or ``FILE@BASE``, as ``--image`` takes them).
 
-        Images no event log places and that belong to no process are placed at their
-        link address or moved to their base; the others (a recording's processes) are
-        found through the trace's binary resolver with the context of each lookup.
+        Without an event log, images are placed at their link address or moved to their
+        base; with one (a recording, a package with an event log), they are found
+        through the trace's binary resolver (:class:`~cstrace.memory.locate.LogBinaries`
+        by default) with the context of each lookup, except the images given on the
+        command line with a base, which are placed there.
         Images whose files cannot be read are left out (decoding reports them);
         a bad file among ``images`` is an error.
         """
-        from cstrace.analyses.profile import resolver_for
         from cstrace.inputs.extras import split_at
+        from cstrace.memory.build import CodeMemories
+        from cstrace.memory.locate import LogBinaries
 
+        resolver = trace.binaries
+        if resolver is None and trace.events is not None:
+            # An event log places images per process and over time: as the profiles do.
+            resolver = LogBinaries(CodeMemories(trace).locator())
         out = cls()
         placed_names: set[str] = set()
         for image in trace.images:
             if image.pid is not None or image.core is not None:
                 continue
-            if trace.binaries is not None and (image.base is None or image.origin != _CLI):
-                continue  # a recording's binary: placed by its memory maps, per process
+            if resolver is not None and (image.base is None or image.origin != _CLI):
+                continue  # placed by the memory maps or the event log, per process
             # An image named on the command line must be good; the input's own are taken
             # where they can be read (decoding reports the others).
             strict = image.origin == _CLI
@@ -444,8 +451,8 @@ class Symbols:
                 out.add_elf(name)
             else:
                 out.add_elf_at(name, base)
-        if trace.binaries is not None:
-            out.add_resolver(resolver_for(trace), [(i.uuid, i.file) for i in trace.images])
+        if resolver is not None:
+            out.add_resolver(resolver, [(i.uuid, i.file) for i in trace.images])
         out._invalidate()
         return out
 
