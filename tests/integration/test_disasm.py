@@ -289,3 +289,21 @@ def test_each_process_has_its_own_code(tmp_path: Path) -> None:
         code = A_CODE if s.context_id == a else B_CODE
         assert s.opcode == code[s.address - 0x8000 : s.address - 0x7FFC]
     assert Disassembler().text(walked[3].address + 4, Isa.A32, walked[4].opcode) == "b #0x8020"
+
+
+def test_disasm_of_a_recording_says_who_ran(
+    perfdata: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cstrace.elements import InstrRange
+
+    path = perfdata / "perf_etm.data"
+    status, out, err = disasm(str(path), "--symdir", str(perfdata), capsys=capsys)
+    assert status == 0, err
+    trace = cstrace.open_trace(path, symdirs=[perfdata])
+    ctx = trace.buffers[0].context
+    assert ctx is not None
+    assert f"-- RUNNING          cpu {ctx.cpu}  pid {ctx.pid}  tid {ctx.tid}" in out.splitlines()
+    expected = sum(
+        e.num_instr for _, e in cstrace.iter_elements(trace) if isinstance(e, InstrRange)
+    )
+    assert len(instruction_lines(out)) == expected > 0
