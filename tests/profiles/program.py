@@ -106,12 +106,16 @@ def _symbols(path: Path) -> dict[str, int]:
     return out
 
 
-def build(folder: Path) -> Program:
-    """Compile, run and trace the program in ``folder``."""
+def build(folder: Path, source: str = SOURCE) -> Program:
+    """Compile, run and trace the program in ``folder``.
+
+    ``source`` may replace the program with another whose ``_start`` is the same
+    (``sink = work();`` then the spin loop, where the run stops).
+    """
     cc = compiler()
     assert cc is not None
     src = folder / "prog.c"
-    src.write_text(SOURCE)
+    src.write_text(source)
     exe = folder / "prog"
     subprocess.run(
         [cc, "-O1", "-gdwarf-4", "-fPIE", "-pie", "-nostdlib", "-ffreestanding",
