@@ -18,6 +18,7 @@ instructions after it), so the emulator's list is cut after its last branch.
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
 import re
 import shutil
@@ -69,7 +70,8 @@ class Truth:
     """The expected coverage, in link-time addresses."""
 
     lines: dict[tuple[str, int], int]
-    """Every line of the line table: the largest execution count of its instructions."""
+    """Every line with code (a row of the line table covering at least one byte): the
+    largest execution count of its instructions."""
     branches: dict[int, tuple[int, int] | None]
     """Every conditional branch: (taken, not taken) counts, None when it never ran."""
     branch_lines: dict[int, tuple[str, int]]
@@ -144,7 +146,12 @@ def truth(built: prog.Program) -> Truth:
             return None
         return (rows[i][1], rows[i][2])
 
-    lines: dict[tuple[str, int], int] = {(r[1], r[2]): 0 for r in rows if not r[3] and r[2]}
+    # a line has code when one of its rows covers at least one byte
+    lines: dict[tuple[str, int], int] = {
+        (r[1], r[2]): 0
+        for r, after in itertools.pairwise(rows)
+        if not r[3] and r[2] and after[0] > r[0]
+    }
     for address, n in executed.items():
         key = line_of(address)
         if key is not None:

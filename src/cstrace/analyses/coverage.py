@@ -43,11 +43,14 @@ import bisect
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
+from cstrace.decode import Session, SourceRun
 from cstrace.elements import InstrRange, InstrType, Isa
 from cstrace.isa.decode import decode, read_opcode
 from cstrace.isa.types import IsaOptions
+from cstrace.protocols import DecodeOptions
+from cstrace.trace import Trace
 
 __all__ = [
     "BranchCoverage",
@@ -61,6 +64,8 @@ __all__ = [
     "LineInfo",
     "SymbolTable",
     "Totals",
+    "count_run",
+    "coverage_of_trace",
     "static_instructions",
 ]
 
@@ -128,8 +133,9 @@ class SymbolTable(Protocol):
         """Every function."""
         ...
 
-    def line_table(self) -> Mapping[LineInfo, Sequence[int]]:
-        """Every line with code and the addresses of its line-table rows."""
+    def line_table(self) -> Mapping[Any, Sequence[int]]:
+        """Every line with code (:class:`LineInfo` keys) and the addresses of its
+        line-table rows."""
         ...
 
 
@@ -525,7 +531,7 @@ class _Builder:
         hits = self.c.hits
         executed = self._executed_in(fn.start, fn.end)
         addresses = set(executed)
-        isa = self.c.isas[executed[0]] if executed else self.default_isa
+        isa = self.c.isas[executed[0]] if executed else self._isa_of(fn.start)
         if self.read is not None and isa is not None:
             for ins in static_instructions(self.read, fn.start, fn.end, isa):
                 addresses.add(ins.address)
@@ -558,6 +564,13 @@ class _Builder:
         fc.source_lines = sorted(n for f, n in lines if f == file)
         return fc
 
+    def _isa_of(self, address: int) -> Isa | None:
+        """The ISA of code that never ran: the ARM mapping symbols' where the symbol table
+        has them, else the default."""
+        ask = getattr(self.symbols, "isa", None)
+        found = ask(address) if callable(ask) else None
+        return found if isinstance(found, Isa) else self.default_isa
+
     def _executed_in(self, start: int, end: int) -> list[int]:
         keys = self.sorted_hits
         return keys[bisect.bisect_left(keys, start) : bisect.bisect_left(keys, end)]
@@ -588,3 +601,37 @@ class _Builder:
         if branch is not None:
             ln.branches.append(branch)
         return (where.file, where.line)
+
+
+def count_run(counter: CoverageCounter, session: Session, run: SourceRun) -> CodeReader:
+    """Count the executed instructions of one run of ``session`` into ``counter``; the
+    reader of the code memory the run was decoded with (to walk what never ran)."""
+    memory = session.memories.for_source(run.source, run.buffer.time)
+
+    def read(address: int, size: int) -> bytes:
+        return memory.read(address, size)
+
+    counter.feed_ranges(run.elements(), read)
+    return read
+
+
+def coverage_of_trace(
+    trace: Trace,
+    images: Sequence[str] = (),
+    options: DecodeOptions | None = None,
+) -> Coverage:
+    """Decode every buffer of ``trace`` and return its coverage over the symbols of its
+    ELF images and ``images`` (``FILE`` or ``FILE@BASE``).
+
+    Problems met while decoding are in the session's issues, as for any
+    decode; the command line prints them (``cstrace coverage``).
+    """
+    from cstrace.analyses.symbols import Symbols
+
+    session = Session(trace, options)
+    counter = CoverageCounter()
+    read: CodeReader | None = None
+    for buffer in trace.buffers:
+        for run in session.open_buffer(buffer).runs:
+            read = count_run(counter, session, run)
+    return counter.coverage(Symbols.from_trace(trace, images), read)
