@@ -12,6 +12,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import pytest
 
@@ -55,7 +56,7 @@ class Fn:
 class FakeSymbols:
     """Two functions: ``loop`` at 0x1000 (lines 1-4) and ``cold`` at 0x1010 (lines 6-8)."""
 
-    lines = {
+    lines: ClassVar[dict[int, Line]] = {
         0x1000: Line("a.c", 1),
         0x1004: Line("a.c", 2),  # nop; b.ne 0x1004
         0x100C: Line("a.c", 3),  # ret
@@ -189,8 +190,11 @@ def test_writers() -> None:
     lcov = list(lcov_lines(cov, "t"))
     assert lcov[:2] == ["TN:t", "SF:a.c"]
     assert "FN:1,loop" in lcov and "FNDA:0,cold" in lcov and "FNDA:1,loop" in lcov
-    assert ["BRDA:2,0,0,2", "BRDA:2,0,1,1", "BRDA:6,0,0,-", "BRDA:6,0,1,-"] == [
-        x for x in lcov if x.startswith("BRDA")
+    assert [x for x in lcov if x.startswith("BRDA")] == [
+        "BRDA:2,0,0,2",
+        "BRDA:2,0,1,1",
+        "BRDA:6,0,0,-",
+        "BRDA:6,0,1,-",
     ]
     assert "DA:7,0" in lcov and "LF:6" in lcov and "LH:3" in lcov and lcov[-1] == "end_of_record"
     root = ET.fromstring("\n".join(cobertura_xml(cov, "v", 0)))
