@@ -12,6 +12,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -230,3 +231,29 @@ def test_the_demo_counts_the_same_from_records_and_from_ranges() -> None:
     assert by_ranges.taken == by_records.taken
     assert by_ranges.not_taken == by_records.not_taken
     assert by_ranges.hits and by_ranges.taken and by_ranges.not_taken
+
+
+@pytest.mark.parametrize(
+    "name", ["juno_r1_1", "TC2", "Snowball", "armv8_1m_branches", "trace_cov_a15"]
+)
+def test_corpus_ranges_and_records_agree(corpus: Path, name: str) -> None:
+    """On real captures (several ISAs and cores), the fast path counts what the
+    instruction walker yields."""
+    from cstrace.analyses.coverage import count_run
+    from cstrace.analyses.instructions import Executed, iter_executed
+    from cstrace.api import open_trace
+    from cstrace.decode import Session
+
+    path = corpus / "snapshots" / name
+    if not path.exists():
+        pytest.skip(f"{name} is not in the corpus")
+    by_records = CoverageCounter()
+    by_records.feed(s for s in iter_executed(open_trace(path)) if isinstance(s, Executed))
+    by_ranges = CoverageCounter()
+    trace = open_trace(path)
+    session = Session(trace)
+    for buffer in trace.buffers:
+        for run in session.open_buffer(buffer).runs:
+            count_run(by_ranges, session, run)
+    assert by_ranges.hits and by_ranges.hits == by_records.hits
+    assert (by_ranges.taken, by_ranges.not_taken) == (by_records.taken, by_records.not_taken)
