@@ -213,3 +213,48 @@ def test_html_is_self_contained_and_colours_lines(built: prog.Program, truth: ct
             page,
         ), (n, count)
     assert "never_called" in page
+
+
+def test_thumb2_with_it_blocks_is_what_ran(tmp_path: Path) -> None:
+    """A Thumb-2 program (IT blocks): conditional instructions inside an IT block count as
+    executed whether their condition passed or not (the trace cannot tell), as the emulator's
+    run with the failed ones put back says; the T32 branch outcomes are the emulator's."""
+    from tests.profiles import thumb_program as tp
+
+    objdump = shutil.which("arm-none-eabi-objdump")
+    if tp.compiler() is None or objdump is None:
+        pytest.skip(f"{tp.CC} not installed (Debian: gcc-arm-none-eabi)")
+    pytest.importorskip("unicorn")
+    built = tp.build(tmp_path)
+    truth = ct.truth_of(
+        built.path,
+        built.executed,
+        ct.instructions(built.path, objdump),
+        ct.T32_CONDITIONAL,
+        ct.T32_BRANCH,
+    )
+    assert built.failed and all(truth.executed[a] for a in built.failed)
+    regs = [f"--reg=0x10:{k}={v:#x}" for k, v in tp.REGISTERS.items()]
+    done = subprocess.run(
+        [sys.executable, "-m", "cstrace.cli", "coverage", str(built.capture),
+         f"--image={built.path}", "--protocol=0x10=ETM4.0", "--core=0x10=Cortex-A53",
+         *regs, "--format", "lcov"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    files = read_lcov(done.stdout)
+    got_lines = {(path, n): c for path, rec in files.items() for n, c in rec["DA"].items()}  # type: ignore[attr-defined]
+    assert got_lines == truth.lines
+    got = sorted(
+        (n, block, branch, c)
+        for rec in files.values()
+        for (n, block, branch), c in rec["BRDA"].items()  # type: ignore[attr-defined]
+    )
+    expected = sorted(
+        (truth.branch_lines[a][1], 0, k, None if o is None else o[k])
+        for a, o in truth.branches.items()
+        for k in (0, 1)
+    )
+    assert got == expected
+    calls = {name: c for rec in files.values() for name, c in rec["FNDA"].items()}  # type: ignore[attr-defined]
+    assert calls == truth.calls

@@ -64,6 +64,12 @@ assert SOURCE != prog.SOURCE
 _CONDITIONAL = re.compile(r"^(b\.\w+|cbz|cbnz|tbz|tbnz)$")
 _BRANCH = re.compile(r"^(b|bl|br|blr|ret|b\.\w+|cbz|cbnz|tbz|tbnz)$")
 
+_COND = "(eq|ne|cs|hs|cc|lo|mi|pl|vs|vc|hi|ls|ge|lt|gt|le)"
+T32_CONDITIONAL = re.compile(rf"^(b{_COND}|bx{_COND}|cbz|cbnz)(\.[nw])?$")
+"""T32 conditional branches as objdump writes them (a branch in an IT block has the suffix
+too)."""
+T32_BRANCH = re.compile(rf"^(b|bl|blx|bx|cbz|cbnz)({_COND})?(\.[nw])?$")
+
 
 @dataclass
 class Truth:
@@ -87,16 +93,33 @@ def objdump() -> str | None:
     return shutil.which(OBJDUMP)
 
 
-def instructions(path: Path) -> dict[int, str]:
-    """Address → mnemonic of every instruction objdump disassembles in ``path``."""
-    tool = objdump()
+def instructions(path: Path, tool: str | None = None) -> dict[int, tuple[str, int]]:
+    """Address → (mnemonic, size) of every instruction objdump (default: the AArch64 one)
+    disassembles in ``path``."""
+    tool = tool or objdump()
     assert tool is not None
     text = subprocess.run([tool, "-d", str(path)], capture_output=True, text=True, check=True)
-    out: dict[int, str] = {}
+    out: dict[int, tuple[str, int]] = {}
     for line in text.stdout.splitlines():
-        m = re.match(r"^\s+([0-9a-f]+):\s+[0-9a-f]{8}\s+(\S+)", line)
+        m = re.match(r"^\s+([0-9a-f]+):\t((?:[0-9a-f]{4,8} ?)+)\s+(\S+)", line)
         if m:
-            out[int(m.group(1), 16)] = m.group(2)
+            size = len(m.group(2).replace(" ", "")) // 2
+            out[int(m.group(1), 16)] = (m.group(3), size)
+    return out
+
+
+def function_symbols(path: Path) -> dict[str, int]:
+    """Name → address (the Thumb bit cleared) of every function symbol of ``path``."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+
+    out: dict[str, int] = {}
+    with path.open("rb") as f:
+        for sec in ELFFile(f).iter_sections():
+            if isinstance(sec, SymbolTableSection):
+                for sym in sec.iter_symbols():
+                    if sym["st_info"]["type"] == "STT_FUNC":
+                        out[sym.name] = int(sym["st_value"]) & ~1
     return out
 
 
@@ -129,14 +152,26 @@ def line_rows(path: Path) -> list[tuple[int, str, int, bool]]:
 
 def truth(built: prog.Program) -> Truth:
     """The coverage the emulator's run of ``built`` has (see the module docstring)."""
-    mnemonics = instructions(built.path)
     run = [a - prog.BASE for a in built.executed]
-    last = max(i for i, a in enumerate(run) if _BRANCH.match(mnemonics.get(a, "")))
+    return truth_of(built.path, run, instructions(built.path), _CONDITIONAL, _BRANCH)
+
+
+def truth_of(
+    path: Path,
+    run: list[int],
+    code: dict[int, tuple[str, int]],
+    conditional: re.Pattern[str],
+    branch: re.Pattern[str],
+) -> Truth:
+    """The coverage of the run ``run`` (link-time addresses, in order) of the ELF ``path``;
+    ``code`` is its disassembly, ``conditional`` and ``branch`` match the mnemonics of its
+    conditional branches and of every branch."""
+    last = max(i for i, a in enumerate(run) if branch.match(code.get(a, ("", 0))[0]))
     traced = run[: last + 1]
     nexts = run[1 : last + 2]
     executed = Counter(traced)
 
-    rows = line_rows(built.path)
+    rows = line_rows(path)
     starts = [r[0] for r in rows]
 
     def line_of(address: int) -> tuple[str, int] | None:
@@ -159,8 +194,8 @@ def truth(built: prog.Program) -> Truth:
 
     branches: dict[int, tuple[int, int] | None] = {}
     branch_lines: dict[int, tuple[str, int]] = {}
-    for address, mnemonic in mnemonics.items():
-        if not _CONDITIONAL.match(mnemonic):
+    for address, (mnemonic, size) in code.items():
+        if not conditional.match(mnemonic):
             continue
         where = line_of(address)
         if where is not None:
@@ -168,8 +203,8 @@ def truth(built: prog.Program) -> Truth:
         if not executed[address]:
             branches[address] = None
             continue
-        taken = sum(1 for a, b in zip(traced, nexts, strict=True) if a == address and b != a + 4)
+        taken = sum(1 for a, b in zip(traced, nexts, strict=True) if a == address and b != a + size)
         branches[address] = (taken, executed[address] - taken)
 
-    calls = {name: executed[address] for name, address in built.symbols.items()}
+    calls = {name: executed[address] for name, address in function_symbols(path).items()}
     return Truth(lines, branches, branch_lines, calls, executed)
