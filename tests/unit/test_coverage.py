@@ -148,21 +148,21 @@ def test_without_code_only_what_ran_is_known() -> None:
 
 
 def test_executed_records_and_unknown_outcomes() -> None:
-    @dataclass
-    class Rec:
-        address: int
-        size: int
-        isa: Isa
-        waypoint: InstrType | None
-        conditional: bool
-        taken: bool | None
+    from cstrace.analyses.instructions import Executed
+
+    def rec(address: int, waypoint: InstrType | None, cond: bool, taken: bool | None) -> Executed:
+        return Executed(
+            address=address, size=4, isa=Isa.A64, opcode=b"", trace_id=0x10, index=0,
+            waypoint=waypoint, conditional=cond, taken=taken, timestamp=None, cycles=None,
+            cpu=None, pid=None, tid=None, context_id=None,
+        )  # fmt: skip
 
     c = CoverageCounter()
     c.feed(
         [
-            Rec(0x1010, 4, Isa.A64, InstrType.BR, True, False),
-            Rec(0x1014, 4, Isa.A64, None, False, None),
-            Rec(0x2000, 4, Isa.A64, InstrType.BR, True, None),  # outcome not known
+            rec(0x1010, InstrType.BR, True, False),
+            rec(0x1014, None, False, None),
+            rec(0x2000, InstrType.BR, True, None),  # outcome not known
             "not a record",
         ]
     )

@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from cstrace.analyses.instructions import Executed
 from cstrace.decode import Session, SourceRun
 from cstrace.elements import InstrRange, InstrType, Isa
 from cstrace.isa.decode import decode, read_opcode
@@ -391,27 +392,21 @@ class CoverageCounter:
                 self.taken[address] += 0  # known as a conditional branch
                 self.not_taken[address] += 0
 
-    def feed(self, records: Iterable[object]) -> None:
-        """Count every executed-instruction record of ``records`` (other items are skipped).
+    def feed(self, steps: Iterable[object]) -> None:
+        """Count the :class:`~cstrace.analyses.instructions.Executed` records of ``steps``
+        (the other steps, elements passed through, are skipped).
 
-        A record has ``address``, ``size``, ``isa``, ``waypoint`` (an
-        :class:`~cstrace.elements.InstrType` or None), ``conditional`` and
-        ``taken``: the ``Executed`` records of :mod:`cstrace.analyses.instructions`.
+        The record of a range's last instruction says how it ended: a conditional
+        branch (``waypoint`` a branch, ``conditional``) counts a taken outcome when
+        ``taken``, a not-taken one when not.
         """
         add = self.add
-        for r in records:
-            address = getattr(r, "address", None)
-            waypoint = getattr(r, "waypoint", None)
-            if address is None or not hasattr(r, "taken"):
+        for r in steps:
+            if type(r) is not Executed:
                 continue
-            branch = waypoint in _BRANCHES and bool(getattr(r, "conditional", False))
-            add(
-                address,
-                int(getattr(r, "size", 4)),
-                Isa(getattr(r, "isa", Isa.A64)),
-                branch,
-                getattr(r, "taken", None) if branch else None,
-            )
+            assert isinstance(r, Executed)
+            branch = r.conditional and r.waypoint in _BRANCHES
+            add(r.address, r.size, r.isa, branch, r.taken if branch else None)
 
     def feed_ranges(self, elements: Iterable[object], read: CodeReader) -> None:
         """Count the instructions of the ``INSTR_RANGE`` elements of ``elements``.
