@@ -1,4 +1,4 @@
-"""Make docs/img/coverage.png: genhtml's page of the coverage example, in headless Chromium.
+"""Make docs/img/coverage.png and coverage-html.png: the coverage example's reports, in Chromium.
 
     python docs/img/make_coverage_png.py
 
@@ -6,8 +6,9 @@ Input: ``examples/coverage_demo`` (a traced C program with DWARF), ``cstrace``
 from this checkout, ``genhtml`` (Debian's ``lcov``) and ``chromium``. Output:
 ``docs/img/coverage.png``, a screenshot of the source page genhtml makes from
 ``cstrace coverage --format lcov``: per line the execution count, lines that
-never ran in red, and the branch outcomes. Everything happens in a
-temporary folder; nothing is fetched.
+never ran in red, and the branch outcomes; ``docs/img/coverage-html.png``, one
+of cstrace's own page (``--format html``). Everything happens in a temporary
+folder; nothing is fetched.
 """
 
 from __future__ import annotations
@@ -22,6 +23,16 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 DEMO = ROOT / "examples" / "coverage_demo"
 OUT = HERE / "coverage.png"
+OUT_HTML = HERE / "coverage-html.png"
+
+
+def screenshot(chromium: str, page: Path, out: Path, height: int) -> None:
+    """A 1000-pixel-wide screenshot of ``page`` in headless Chromium."""
+    subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+         f"--window-size=1000,{height}", f"--screenshot={out}", page.as_uri()],
+        check=True, capture_output=True,
+    )  # fmt: skip
 
 
 def main() -> int:
@@ -47,12 +58,15 @@ def main() -> int:
             check=True, cwd=work,
         )  # fmt: skip
         page = next((work / "html").rglob("prog.c.gcov.html"))
+        screenshot(chromium, page, OUT, 900)
+        own = work / "coverage.html"
         subprocess.run(
-            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-             "--window-size=1000,900", f"--screenshot={OUT}", page.as_uri()],
-            check=True, capture_output=True,
+            [sys.executable, "-m", "cstrace.cli", "coverage", "examples/coverage_demo",
+             "--format", "html", "-o", str(own)],
+            check=True, cwd=ROOT,
         )  # fmt: skip
-    print(f"wrote {OUT}")
+        screenshot(chromium, own, OUT_HTML, 1350)
+    print(f"wrote {OUT} and {OUT_HTML}")
     return 0
 
 

@@ -289,7 +289,8 @@ def _file_section(f: FileCoverage, source: SourceReader) -> Iterator[str]:
     if text is None:
         yield "<p>(the source file cannot be read: its lines with code only)</p>"
     last = max([len(lines), *f.lines])
-    yield '<pre class="src">'
+    # One line of HTML: each source line is a block of its own, newlines would double them.
+    spans: list[str] = []
     for n in range(1, last + 1):
         src = html.escape(lines[n - 1]) if n <= len(lines) else ""
         ln = f.lines.get(n)
@@ -301,11 +302,11 @@ def _file_section(f: FileCoverage, source: SourceReader) -> Iterator[str]:
             count = str(ln.hits)
             marks = _branch_marks(ln.branches)
         tail = f' <span class="br">{html.escape(marks)}</span>' if marks else ""
-        yield (
+        spans.append(
             f'<span class="l {cls}"><span class="no">{n}</span>'
             f'<span class="cnt">{count}</span>{src}{tail}</span>'
         )
-    yield "</pre>"
+    yield '<pre class="src">' + "".join(spans) + "</pre>"
 
 
 def html_report(coverage: Coverage, source: SourceReader, title: str) -> Iterator[str]:
@@ -344,6 +345,13 @@ def html_report(coverage: Coverage, source: SourceReader, title: str) -> Iterato
     for fn in coverage.functions:
         yield _function_row(fn)
     yield "</table>"
+    yield (
+        "<p>Each source line: its number, how many times its code ran, the line. Green: "
+        "ran, with every branch outcome; yellow: ran, a branch outcome missing; red: never "
+        "ran; grey: no code. After a line, one bracket per conditional branch: "
+        "<code>[T5 N2]</code> taken 5 times, not taken twice (a small letter: never); "
+        "<code>[- -]</code> the branch never ran.</p>"
+    )
     for f in coverage.sorted_files():
         yield from _file_section(f, source)
     yield "</body></html>"
