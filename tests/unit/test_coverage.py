@@ -66,10 +66,10 @@ class FakeSymbols:
         0x101C: Line("a.c", 8),  # ret
     }
 
-    def function(self, address: int) -> Fn | None:
+    def function(self, address: int, context_id: int | None = None) -> Fn | None:
         return next((f for f in self.functions() if f.start <= address < f.end), None)
 
-    def line(self, address: int) -> LineInfo | None:
+    def line(self, address: int, context_id: int | None = None) -> LineInfo | None:
         best = max((a for a in self.lines if a <= address), default=None)
         return None if best is None or address >= 0x1020 else self.lines[best]
 
@@ -257,3 +257,32 @@ def test_corpus_ranges_and_records_agree(corpus: Path, name: str) -> None:
             count_run(by_ranges, session, run)
     assert by_ranges.hits and by_ranges.hits == by_records.hits
     assert (by_ranges.taken, by_ranges.not_taken) == (by_records.taken, by_records.not_taken)
+
+
+def test_a_recording_is_counted_in_its_process(perfdata: Path) -> None:
+    """perf.data: the code is the process's (selected by the trace's context ID), as the
+    instruction walker reads it."""
+    from cstrace.analyses.coverage import count_run
+    from cstrace.analyses.instructions import Executed, iter_executed
+    from cstrace.api import open_trace
+    from cstrace.decode import Session
+    from cstrace.trace import Trace
+
+    path = perfdata / "perf_etm.data"
+    if not path.exists():
+        pytest.skip("perf_etm.data is not in the perf.data folder")
+
+    def opened() -> Trace:
+        return open_trace(path, symdirs=[perfdata])
+
+    by_records = CoverageCounter()
+    by_records.feed(s for s in iter_executed(opened()) if isinstance(s, Executed))
+    by_ranges = CoverageCounter()
+    trace = opened()
+    session = Session(trace)
+    for buffer in trace.buffers:
+        for run in session.open_buffer(buffer).runs:
+            count_run(by_ranges, session, run)
+    assert by_ranges.hits and by_ranges.hits == by_records.hits
+    assert (by_ranges.taken, by_ranges.not_taken) == (by_records.taken, by_records.not_taken)
+    assert set(by_ranges.contexts.values()) == set(by_records.contexts.values()) != set()

@@ -47,7 +47,7 @@ from typing import Any, Protocol
 
 from cstrace.analyses.instructions import Executed
 from cstrace.decode import Session, SourceRun
-from cstrace.elements import InstrRange, InstrType, Isa
+from cstrace.elements import InstrRange, InstrType, Isa, PEContext
 from cstrace.isa.decode import decode, read_opcode
 from cstrace.isa.types import IsaOptions
 from cstrace.protocols import DecodeOptions
@@ -71,6 +71,15 @@ __all__ = [
 ]
 
 _BRANCHES = (InstrType.BR, InstrType.BR_INDIRECT)
+_RangeKey = tuple[int | None, int | None, int, int, Isa, int, bool, bool]
+"""A range as counted: context ID, VMID, start, end, ISA, size of the last instruction,
+whether it is a conditional branch, whether it executed (was taken)."""
+
+
+def _order(value: int | None) -> int:
+    return -1 if value is None else value
+
+
 _ISA_OPTIONS = IsaOptions()
 _MAX_WALK = 1 << 20
 """The longest function walked for instructions that never ran, in bytes."""
@@ -122,12 +131,13 @@ class LineInfo(Protocol):
 class SymbolTable(Protocol):
     """What coverage asks of symbols (``cstrace.analyses.symbols.Symbols``)."""
 
-    def function(self, address: int) -> FunctionInfo | None:
-        """The function holding ``address``."""
+    def function(self, address: int, context_id: int | None = None) -> FunctionInfo | None:
+        """The function holding ``address`` (in the process ``context_id`` names)."""
         ...
 
-    def line(self, address: int) -> LineInfo | None:
-        """The source line of the instruction at ``address``."""
+    def line(self, address: int, context_id: int | None = None) -> LineInfo | None:
+        """The source line of the instruction at ``address`` (in the process ``context_id``
+        names)."""
         ...
 
     def functions(self) -> Iterable[FunctionInfo]:
@@ -364,6 +374,9 @@ class CoverageCounter:
         """Taken outcomes per conditional branch address."""
         self.not_taken: Counter[int] = Counter()
         """Not-taken outcomes per conditional branch address."""
+        self.contexts: dict[int, int] = {}
+        """The context ID (the process) each instruction first ran in, where the trace
+        says."""
 
     def add(
         self,
@@ -373,16 +386,20 @@ class CoverageCounter:
         conditional_branch: bool = False,
         taken: bool | None = None,
         count: int = 1,
+        context_id: int | None = None,
     ) -> None:
         """Count ``count`` executions of the instruction at ``address``.
 
         ``conditional_branch`` with ``taken`` True or False counts an outcome;
-        ``taken`` None (not known) counts none.
+        ``taken`` None (not known) counts none. ``context_id`` names the
+        process it ran in, when the trace says.
         """
         self.hits[address] += count
         if address not in self.sizes:
             self.sizes[address] = size
             self.isas[address] = isa
+            if context_id is not None:
+                self.contexts[address] = context_id
         if conditional_branch:
             if taken is True:
                 self.taken[address] += count
@@ -406,35 +423,58 @@ class CoverageCounter:
                 continue
             assert isinstance(r, Executed)
             branch = r.conditional and r.waypoint in _BRANCHES
-            add(r.address, r.size, r.isa, branch, r.taken if branch else None)
+            add(r.address, r.size, r.isa, branch, r.taken if branch else None, 1, r.context_id)
 
-    def feed_ranges(self, elements: Iterable[object], read: CodeReader) -> None:
+    def feed_ranges(
+        self,
+        elements: Iterable[object],
+        read: CodeReader,
+        select: Callable[[int | None, int | None], None] | None = None,
+    ) -> None:
         """Count the instructions of the ``INSTR_RANGE`` elements of ``elements``.
 
-        The ranges are first counted as they are (start, end, ISA and how the
-        last instruction ended), then each distinct one is walked once in the
-        code ``read`` gives: the cost per element is one dictionary update.
-        The last instruction of a range that is a conditional branch counts a
-        taken outcome when the range says it executed (an E atom) and a
-        not-taken one otherwise (an N atom); it ran either way.
+        The ranges are first counted as they are (start, end, ISA, how the last
+        instruction ended and the context, from the ``PE_CONTEXT`` elements,
+        they ran in), then each distinct one is walked once in the code
+        ``read`` gives, after ``select(context_id, vmid)`` (a code memory's
+        ``set_context``) has chosen the address space of its context: the cost
+        per element is one dictionary update. The last instruction of a range
+        that is a conditional branch counts a taken outcome when the range says
+        it executed (an E atom) and a not-taken one otherwise (an N atom); it
+        ran either way.
         """
-        ranges: Counter[tuple[int, int, Isa, int, bool, bool]] = Counter()
+        ranges: Counter[_RangeKey] = Counter()
+        cid: int | None = None
+        vmid: int | None = None
         for e in elements:
-            if type(e) is InstrRange:
+            kind = type(e)
+            if kind is InstrRange:
+                assert isinstance(e, InstrRange)
                 branch = e.last_cond and e.last_type in _BRANCHES
-                ranges[(e.start, e.end, e.isa, e.last_size, branch, e.last_exec)] += 1
-        walked: dict[tuple[int, int, Isa], list[StaticInstruction]] = {}
-        for (start, end, isa, last_size, branch, last_exec), n in ranges.items():
-            key = (start, end, isa)
-            instrs = walked.get(key)
+                ranges[(cid, vmid, e.start, e.end, e.isa, e.last_size, branch, e.last_exec)] += 1
+            elif kind is PEContext:
+                assert isinstance(e, PEContext)
+                if e.context.ctxt_id_valid:
+                    cid = e.context.context_id
+                if e.context.vmid_valid:
+                    vmid = e.context.vmid
+        walked: dict[tuple[int | None, int | None, int, int, Isa], list[StaticInstruction]] = {}
+        selected: tuple[int | None, int | None] | None = None
+        for key, n in sorted(ranges.items(), key=lambda kv: (_order(kv[0][0]), _order(kv[0][1]))):
+            cid, vmid, start, end, isa, last_size, branch, last_exec = key
+            where = (cid, vmid, start, end, isa)
+            instrs = walked.get(where)
             if instrs is None:
-                instrs = walked[key] = static_instructions(read, start, end, isa)
+                if select is not None and selected != (cid, vmid) and (cid, vmid) != (None, None):
+                    select(cid, vmid)
+                    selected = (cid, vmid)
+                instrs = walked[where] = static_instructions(read, start, end, isa)
             last = end - last_size
             for ins in instrs:
                 if ins.address == last:
-                    self.add(last, last_size, isa, branch, last_exec if branch else None, n)
+                    self.add(last, last_size, isa, branch, last_exec if branch else None, n, cid)
                 else:
-                    self.add(ins.address, ins.size, isa, False, None, n)
+                    self.add(ins.address, ins.size, isa, False, None, n, cid)
 
     @property
     def branch_addresses(self) -> set[int]:
@@ -496,8 +536,18 @@ class _Builder:
                 self._file(fc.file).functions.append(fc)
         # Instructions of no walked function still count towards their lines.
         loose = set(self.c.hits) - addresses_in_functions
-        cov.unattributed = sum(self.c.hits[a] for a in loose if self.symbols.function(a) is None)
+        cov.unattributed = sum(self.c.hits[a] for a in loose if self._function_of(a) is None)
+        # Functions the symbol table finds only by context (a recording's processes' binaries)
         for address in sorted(loose):
+            found = self._function_of(address)
+            if found is not None and found.start not in self.walked:
+                fc = self._function(found, walk=False)
+                cov.functions.append(fc)
+                if fc.file is not None:
+                    self._file(fc.file).functions.append(fc)
+        cov.functions.sort(key=lambda f: (f.start, f.name))
+        done = {a for fc in cov.functions for a in self.walked.get(fc.start, ())}
+        for address in sorted(loose - done):
             self._count_instruction(address, None)
         for fc in cov.functions:
             fc.branches.sort(key=lambda b: b.address)
@@ -522,12 +572,24 @@ class _Builder:
     def _addresses(self, start: int, end: int) -> list[int]:
         return [a for a in self.walked.get(start, ()) if start <= a < end]
 
-    def _function(self, fn: FunctionInfo) -> FunctionCoverage:
+    def _function_of(self, address: int) -> FunctionInfo | None:
+        ctx = self.c.contexts.get(address)
+        if ctx is None:
+            return self.symbols.function(address)
+        return self.symbols.function(address, ctx)
+
+    def _line_of(self, address: int) -> LineInfo | None:
+        ctx = self.c.contexts.get(address)
+        if ctx is None:
+            return self.symbols.line(address)
+        return self.symbols.line(address, ctx)
+
+    def _function(self, fn: FunctionInfo, walk: bool = True) -> FunctionCoverage:
         hits = self.c.hits
         executed = self._executed_in(fn.start, fn.end)
         addresses = set(executed)
         isa = self.c.isas[executed[0]] if executed else self._isa_of(fn.start)
-        if self.read is not None and isa is not None:
+        if walk and self.read is not None and isa is not None:
             for ins in static_instructions(self.read, fn.start, fn.end, isa):
                 addresses.add(ins.address)
                 self.sizes.setdefault(ins.address, ins.size)
@@ -537,7 +599,7 @@ class _Builder:
         self.walked[fn.start] = ordered
         file, line = fn.file, fn.line
         if file is None or line is None:
-            where = self.symbols.line(fn.start)  # no DWARF entry: the line of its entry
+            where = self._line_of(fn.start)  # no DWARF entry: the line of its entry
             if where is not None:
                 file, line = where.file, where.line
         fc = FunctionCoverage(fn.name, fn.start, fn.end, file, line)
@@ -585,7 +647,7 @@ class _Builder:
             )
             if fc is not None:
                 fc.branches.append(branch)
-        where = self.symbols.line(address)
+        where = self._line_of(address)
         if where is None:
             return None
         ln = self._line(where.file, where.line)
@@ -606,7 +668,7 @@ def count_run(counter: CoverageCounter, session: Session, run: SourceRun) -> Cod
     def read(address: int, size: int) -> bytes:
         return memory.read(address, size)
 
-    counter.feed_ranges(run.elements(), read)
+    counter.feed_ranges(run.elements(), read, memory.set_context)
     return read
 
 
