@@ -103,11 +103,11 @@ def read(address: int, size: int) -> bytes:
 
 def ranges() -> list[InstrRange]:
     """loop: enters, goes round the b.ne twice (taken, taken, not taken), returns."""
-    cond = dict(last_type=InstrType.BR, last_cond=True)
+    br = InstrType.BR
     return [
-        InstrRange(0, 0x1000, 0x100C, 3, Isa.A64, True, 4, **cond),  # type: ignore[arg-type]
-        InstrRange(0, 0x1004, 0x100C, 2, Isa.A64, True, 4, **cond),  # type: ignore[arg-type]
-        InstrRange(0, 0x1004, 0x100C, 2, Isa.A64, False, 4, **cond),  # type: ignore[arg-type]
+        InstrRange(0, 0x1000, 0x100C, 3, Isa.A64, True, 4, br, last_cond=True),
+        InstrRange(0, 0x1004, 0x100C, 2, Isa.A64, True, 4, br, last_cond=True),
+        InstrRange(0, 0x1004, 0x100C, 2, Isa.A64, False, 4, br, last_cond=True),
         InstrRange(0, 0x100C, 0x1010, 1, Isa.A64, True, 4, InstrType.BR_INDIRECT),
     ]
 
