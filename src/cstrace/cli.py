@@ -896,7 +896,7 @@ def _coverage_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) 
     _warn(trace.issues, err)
     for inf in trace.inferred:
         print(f"cstrace: note: {args.snapshot}: configuration {inf.describe()}", file=err)
-    symbols = Symbols.from_trace(trace, args.image)
+    symbols = Symbols.from_trace(trace)  # --image files are among the trace's images
     session = Session(trace, DecodeOptions())
     counter = CoverageCounter()
     read: CodeReader | None = None

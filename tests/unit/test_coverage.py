@@ -286,3 +286,22 @@ def test_a_recording_is_counted_in_its_process(perfdata: Path) -> None:
     assert by_ranges.hits and by_ranges.hits == by_records.hits
     assert (by_ranges.taken, by_ranges.not_taken) == (by_records.taken, by_records.not_taken)
     assert set(by_ranges.contexts.values()) == set(by_records.contexts.values()) != set()
+
+
+def test_cli_takes_raw_images_and_reports_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cstrace.cli import main
+
+    demo = ROOT / "examples" / "etm_demo"
+    # a raw binary image: code for decoding, no symbols (every execution unattributed)
+    assert main(["coverage", str(demo), "--image", f"{demo / 'user.bin'}@0x400000"]) == 0
+    out, err = capsys.readouterr()
+    assert "instruction executions at addresses of no function" in out
+    assert "no source lines" in err
+    assert main(["coverage", str(tmp_path / "missing")]) == 2
+    _, err = capsys.readouterr()
+    assert err.startswith("cstrace: error: ") and "missing" in err and len(err.splitlines()) == 1
+    assert main(["coverage", str(demo), "-o", str(tmp_path / "no" / "such.info")]) == 2
+    _, err = capsys.readouterr()
+    assert "such.info" in err and "Traceback" not in err
