@@ -305,3 +305,17 @@ def test_cli_takes_raw_images_and_reports_bad_input(
     assert main(["coverage", str(demo), "-o", str(tmp_path / "no" / "such.info")]) == 2
     _, err = capsys.readouterr()
     assert "such.info" in err and "Traceback" not in err
+
+
+def test_mapping_symbols_give_the_isa_and_the_data_of_code_that_never_ran() -> None:
+    class Mapped(FakeSymbols):
+        def isa(self, address: int) -> Isa | None:
+            return None if 0x1018 <= address < 0x101C else Isa.A64  # $d at 0x1018
+
+    cov = CoverageCounter().coverage(Mapped(), read)  # nothing ran: no ISA from the trace
+    cold = cov.functions[1]
+    assert cold.instructions == 3  # the word at 0x1018 is data
+    assert [b.address for b in cold.branches] == [0x1010]
+    assert cov.functions[0].instructions == 4
+    # without mapping symbols and with nothing executed, nothing is known to walk
+    assert CoverageCounter().coverage(FakeSymbols(), read).functions[1].instructions == 0

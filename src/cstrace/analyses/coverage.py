@@ -590,7 +590,10 @@ class _Builder:
         addresses = set(executed)
         isa = self.c.isas[executed[0]] if executed else self._isa_of(fn.start)
         if walk and self.read is not None and isa is not None:
+            mapped = self._mapping(fn.start) is not None
             for ins in static_instructions(self.read, fn.start, fn.end, isa):
+                if mapped and ins.address not in addresses and self._mapping(ins.address) is None:
+                    continue  # data ($d mapping symbol: a literal pool), not an instruction
                 addresses.add(ins.address)
                 self.sizes.setdefault(ins.address, ins.size)
                 if ins.conditional_branch:
@@ -621,12 +624,18 @@ class _Builder:
         fc.source_lines = sorted(n for f, n in lines if f == file)
         return fc
 
+    def _mapping(self, address: int) -> Isa | None:
+        """The ISA the ARM mapping symbols give ``address`` (None: data, or no mapping
+        symbols, or a symbol table that does not say)."""
+        ask = getattr(self.symbols, "isa", None)
+        found = ask(address) if callable(ask) else None
+        return found if isinstance(found, Isa) else None
+
     def _isa_of(self, address: int) -> Isa | None:
         """The ISA of code that never ran: the ARM mapping symbols' where the symbol table
         has them, else the default."""
-        ask = getattr(self.symbols, "isa", None)
-        found = ask(address) if callable(ask) else None
-        return found if isinstance(found, Isa) else self.default_isa
+        found = self._mapping(address)
+        return self.default_isa if found is None else found  # Isa.A32 is 0: no `or`
 
     def _executed_in(self, start: int, end: int) -> list[int]:
         keys = self.sorted_hits
