@@ -359,6 +359,8 @@ class Symbols:
         self._lcache: dict[int, SourceLine | None] = {}
         self._scache: dict[str, list[str] | None] = {}
         self._known_files: dict[str, str] | None = None
+        self._table: dict[SourceLine, list[int]] | None = None
+        self._ranges: dict[SourceLine, list[tuple[int, int]]] | None = None
 
     # -- adding images ---------------------------------------------------------------
 
@@ -396,6 +398,8 @@ class Symbols:
         self._fcache.clear()
         self._lcache.clear()
         self._known_files = None
+        self._table = None
+        self._ranges = None
 
     @classmethod
     def from_trace(cls, trace: Trace, images: Iterable[str] = ()) -> Symbols:
@@ -650,20 +654,24 @@ class Symbols:
         """Every source line that has code, with the run-time addresses of its rows."""
         if not self._lines_ready:
             self._build_lines()
-        out: dict[SourceLine, list[int]] = {}
-        for start, line in zip(self._lstarts, self._llines, strict=True):
-            out.setdefault(line, []).append(start)
-        return out
+        if self._table is None:
+            out: dict[SourceLine, list[int]] = {}
+            for start, line in zip(self._lstarts, self._llines, strict=True):
+                out.setdefault(line, []).append(start)
+            self._table = out
+        return self._table
 
     def line_ranges(self) -> Mapping[SourceLine, Sequence[tuple[int, int]]]:
         """Every source line that has code, with the ``[start, end)`` address ranges of its
         rows."""
         if not self._lines_ready:
             self._build_lines()
-        out: dict[SourceLine, list[tuple[int, int]]] = {}
-        for start, end, line in zip(self._lstarts, self._lends, self._llines, strict=True):
-            out.setdefault(line, []).append((start, end))
-        return out
+        if self._ranges is None:
+            out: dict[SourceLine, list[tuple[int, int]]] = {}
+            for start, end, line in zip(self._lstarts, self._lends, self._llines, strict=True):
+                out.setdefault(line, []).append((start, end))
+            self._ranges = out
+        return self._ranges
 
     def source(self, file: str, line: int) -> str | None:
         """The text of ``line`` (1-based) of source ``file``, without its line end; None when
