@@ -41,6 +41,8 @@ REGISTERS = {
     "TRCIDR8": 0x0,
 }
 """An ETMv4.0 unit: 64-bit addresses, no context ID, no speculation, no cycle counts."""
+TIMED_REGISTERS = {**REGISTERS, "TRCCONFIGR": 0x800}
+"""The same unit with timestamps on (TRCCONFIGR.TS): :func:`build` with ``timestamps=True``."""
 
 SOURCE = r"""
 static volatile int sink;
@@ -106,8 +108,8 @@ def _symbols(path: Path) -> dict[str, int]:
     return out
 
 
-def build(folder: Path) -> Program:
-    """Compile, run and trace the program in ``folder``."""
+def build(folder: Path, timestamps: bool = False) -> Program:
+    """Compile, run and trace the program in ``folder`` (see :func:`etmv4_trace`)."""
     cc = compiler()
     assert cc is not None
     src = folder / "prog.c"
@@ -124,7 +126,7 @@ def build(folder: Path) -> Program:
     symbols = _symbols(exe)
     executed = run(exe, elf, symbols)
     capture = folder / "etr.bin"
-    capture.write_bytes(format_frames([(TRACE_ID, etmv4_trace(elf, executed))]))
+    capture.write_bytes(format_frames([(TRACE_ID, etmv4_trace(elf, executed, timestamps))]))
     return Program(exe, elf, symbols, executed, capture)
 
 
@@ -151,8 +153,13 @@ def run(exe: Path, elf: ElfImage, symbols: dict[str, int]) -> list[int]:
     return executed
 
 
-def etmv4_trace(elf: ElfImage, executed: list[int]) -> bytes:
-    """The ETMv4 trace of the run: sync, trace on, the start address, then the waypoints."""
+def etmv4_trace(elf: ElfImage, executed: list[int], timestamps: bool = False) -> bytes:
+    """The ETMv4 trace of the run: sync, trace on, the start address, then the waypoints.
+
+    With ``timestamps``, a timestamp follows every waypoint: the number of
+    instructions executed up to and including the waypoint's branch (a clock
+    that ticks once per instruction, for :data:`TIMED_REGISTERS`).
+    """
     code = b"".join(s.data for s in elf.segments)
     first = elf.segments[0].address
     opts = IsaOptions()
@@ -160,7 +167,7 @@ def etmv4_trace(elf: ElfImage, executed: list[int]) -> bytes:
     out = bytearray(enc.a_sync() + enc.trace_info(0) + enc.trace_on())
     out += enc.address_context(executed[0], el=0, sf=True, ns=True)
     addresses.history = [(executed[0], 0), *addresses.history[:2]]
-    for pc, nxt in itertools.pairwise(executed):
+    for index, (pc, nxt) in enumerate(itertools.pairwise(executed)):
         off = pc - BASE - first
         info = decode(Isa.A64, pc, int.from_bytes(code[off : off + 4], "little"), opts)
         if info.itype == InstrType.OTHER:
@@ -169,4 +176,6 @@ def etmv4_trace(elf: ElfImage, executed: list[int]) -> bytes:
         out += enc.atom("E" if taken else "N")
         if taken and info.itype == InstrType.BR_INDIRECT:
             out += addresses.encode(nxt)
+        if timestamps:
+            out += enc.timestamp(index + 1)
     return bytes(out)

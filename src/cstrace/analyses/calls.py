@@ -26,7 +26,8 @@ How the stack is followed, per trace ID:
   running off the end of a function) is a **tail call**: the top frame is
   closed and the new function takes its place, keeping its caller and its
   return address. A branch (not a ``RET``) to the address the top frame
-  returns to is taken as the return it is.
+  returns to is taken as the return it is (``BR X30``; ``SUBS PC, LR, #4``
+  at the end of an IRQ handler).
 - An ``EXCEPTION`` element pushes an exception frame; its function is that
   of the first range after it (the handler or its vector), its return
   address the exception's preferred return address. An exception return
@@ -56,8 +57,9 @@ are only as fine as the trace's timestamps are frequent.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from cstrace.elements import (
@@ -571,11 +573,7 @@ class CallTracker:
             key = (caller, frame.site, func)
             arc = self._arcs.get(key)
             if arc is None:
-                arc = self._arcs[key] = CallArc(caller, frame.site, func)
-                if frame.site:
-                    where = self.symbols.line(frame.site, self._ctx)
-                    if where is not None:
-                        arc.site_file, arc.site_line = where.file, where.line
+                arc = self._arcs[key] = self._new_arc(caller, frame.site, func)
             arc.calls += 1
             arc.instructions += instructions
             arc.cycles += cycles
@@ -657,8 +655,7 @@ class CallTracker:
         node = _Node(func, None)
         self._roots[id(node)] = node
         if bottom.node.parent is None:
-            bottom.node.parent = node
-            del self._roots[id(bottom.node)]
+            bottom.node.parent = node  # (it stays among the roots: the walk starts there too)
         frame = _Frame(func, node, _ROOT, None, 0, track.clock)
         track.stack.insert(0, frame)
         self._active[func] = self._active.get(func, 0) + 1
@@ -716,8 +713,9 @@ class CallTracker:
                 self._push(track, self._function(address, False), _ROOT, None, 0)
             elif top.func.end and top.func.start <= address < top.func.end:
                 pass
-            elif top.kind == _CALL and top.ret == address:
-                self._pop(track)  # a return by a plain branch (BR X30, B to the call site)
+            elif top.kind != _ROOT and top.ret == address:
+                # A return by another branch: BR X30, SUBS PC, LR, #4 from an IRQ handler.
+                self._pop(track)
                 self._settle(track, address, self._function(address, False))
             else:
                 func = self._function(address, False)
@@ -821,10 +819,11 @@ class CallTracker:
         track.exc_number = elem.number
         track.exc_ret = resume
 
-    def _gap(self, track: _Track) -> None:
+    def _gap(self, track: _Track, count: bool = True) -> None:
+        if track.stack and count:
+            self._gaps += 1  # (the start and the end of the trace are not gaps)
         self._close_all(track)
         track.next = _NEXT_GAP
-        self._gaps += 1
 
     def feed(self, trace_id: int, elements: Iterable[Element]) -> None:
         """Follow the elements of the source ``trace_id`` (continuing its earlier ones)."""
@@ -855,7 +854,7 @@ class CallTracker:
                     track.next = _NEXT_ERET
             elif kind in _GAPS:
                 if track.next != _NEXT_GAP:
-                    self._gap(track)
+                    self._gap(track, kind is not EoTrace)
             elif kind is PEContext:
                 assert isinstance(elem, PEContext)
                 if elem.context.ctxt_id_valid:
@@ -936,6 +935,30 @@ class CallTracker:
         out.append(end - last_size if last_size else address)
         return out
 
+    def _new_arc(self, caller: FunctionInfo, site: int, callee: FunctionInfo) -> CallArc:
+        arc = CallArc(caller, site, callee)
+        if site:
+            where = self.symbols.line(site, self._ctx)
+            if where is not None:
+                arc.site_file, arc.site_line = where.file, where.line
+        return arc
+
+    def _open_arcs(self) -> dict[tuple[FunctionInfo, int, FunctionInfo], CallArc]:
+        """The call arcs, with the calls still open at the end counted up to there."""
+        arcs = {k: replace(a) for k, a in self._arcs.items()}
+        for track in self._tracks.values():
+            stack, clock = track.stack, track.clock
+            for caller, frame in itertools.pairwise(stack):
+                key = (caller.func, frame.site, frame.func)
+                arc = arcs.get(key)
+                if arc is None:
+                    arc = arcs[key] = self._new_arc(caller.func, frame.site, frame.func)
+                arc.calls += 1
+                arc.instructions += clock.instructions - frame.instr0
+                if clock.cycles is not None and frame.cycles0 is not None:
+                    arc.cycles += clock.cycles - frame.cycles0
+        return arcs
+
     def profile(self) -> CallProfile:
         """The counts so far (frames still open count their instructions but no time)."""
         cycles = None
@@ -945,7 +968,7 @@ class CallTracker:
         return CallProfile(
             functions=dict(self._functions),
             exceptions=dict(self._exceptions),
-            arcs=dict(self._arcs),
+            arcs=self._open_arcs(),
             stacks=self._folded(),
             lines=self._lines(),
             instructions=sum(t.clock.instructions for t in self._tracks.values()),
