@@ -19,6 +19,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -39,9 +40,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> prog.Program:
 
 
 @pytest.fixture(scope="module")
-def timed(tmp_path_factory: pytest.TempPathFactory) -> prog.Program:
-    pytest.importorskip("unicorn")
-    return prog.build(tmp_path_factory.mktemp("timed"), timestamps=True)
+def timed(built: prog.Program) -> prog.Program:
+    capture = prog.timed_capture(built, built.capture.with_name("timed.bin"))
+    return replace(built, capture=capture)
 
 
 def profile(built: prog.Program, fmt: str, *extra: str, timestamps: bool = False) -> str:

@@ -42,7 +42,7 @@ REGISTERS = {
 }
 """An ETMv4.0 unit: 64-bit addresses, no context ID, no speculation, no cycle counts."""
 TIMED_REGISTERS = {**REGISTERS, "TRCCONFIGR": 0x800}
-"""The same unit with timestamps on (TRCCONFIGR.TS): :func:`build` with ``timestamps=True``."""
+"""The same unit with timestamps on (TRCCONFIGR.TS), for :func:`timed_capture`."""
 
 SOURCE = r"""
 static volatile int sink;
@@ -108,8 +108,8 @@ def _symbols(path: Path) -> dict[str, int]:
     return out
 
 
-def build(folder: Path, timestamps: bool = False) -> Program:
-    """Compile, run and trace the program in ``folder`` (see :func:`etmv4_trace`)."""
+def build(folder: Path) -> Program:
+    """Compile, run and trace the program in ``folder``."""
     cc = compiler()
     assert cc is not None
     src = folder / "prog.c"
@@ -126,7 +126,7 @@ def build(folder: Path, timestamps: bool = False) -> Program:
     symbols = _symbols(exe)
     executed = run(exe, elf, symbols)
     capture = folder / "etr.bin"
-    capture.write_bytes(format_frames([(TRACE_ID, etmv4_trace(elf, executed, timestamps))]))
+    capture.write_bytes(format_frames([(TRACE_ID, etmv4_trace(elf, executed))]))
     return Program(exe, elf, symbols, executed, capture)
 
 
@@ -179,3 +179,11 @@ def etmv4_trace(elf: ElfImage, executed: list[int], timestamps: bool = False) ->
         if timestamps:
             out += enc.timestamp(index + 1)
     return bytes(out)
+
+
+def timed_capture(program: Program, path: Path) -> Path:
+    """Write to ``path`` the program's trace with a timestamp after every waypoint (for
+    :data:`TIMED_REGISTERS`); returns ``path``."""
+    trace = etmv4_trace(program.elf, program.executed, timestamps=True)
+    path.write_bytes(format_frames([(TRACE_ID, trace)]))
+    return path

@@ -599,8 +599,8 @@ class CallTracker:
         out = []
         if clock.cycles is not None and cycles0 is not None:
             out.append((CYCLES, clock.cycles - cycles0))
-        if clock.ticks is not None and ticks0 is not None:
-            out.append((TICKS, clock.ticks - ticks0))
+        if clock.ticks is not None and ticks0 is not None and clock.ticks >= ticks0:
+            out.append((TICKS, clock.ticks - ticks0))  # (not when timestamps went back)
         return out
 
     def _replace(self, track: _Track, func: FunctionInfo) -> None:
@@ -631,16 +631,25 @@ class CallTracker:
                 return True
         return False
 
-    def _settle(self, track: _Track, address: int, func: FunctionInfo) -> None:
-        """After a return: make the top frame ``func``'s, popping or re-linking as needed."""
+    def _belongs(self, func: FunctionInfo, address: int) -> bool:
+        """Whether ``address`` is in ``func``: by its symbol, or, for a function no symbol
+        covers, when no symbol covers ``address`` either (its bounds are unknown)."""
+        if func.end:
+            return func.start <= address < func.end
+        return self._lookup(address, self._ctx) is None
+
+    def _settle(self, track: _Track, address: int) -> None:
+        """After a return: make the top frame ``address``'s function's, popping or
+        replacing as needed."""
         stack = track.stack
-        if stack and stack[-1].func == func:
+        if stack and self._belongs(stack[-1].func, address):
             return
         for i in range(len(stack) - 2, -1, -1):
-            if stack[i].func == func:
+            if self._belongs(stack[i].func, address):
                 while len(stack) > i + 1:
                     self._pop(track)
                 return
+        func = self._function(address, False)
         if stack:
             self._replace(track, func)
             return
@@ -675,7 +684,7 @@ class CallTracker:
             )
         elif nxt == _NEXT_RET:
             if self._return_to(track, address, (_CALL,)):
-                self._settle(track, address, self._function(address, False))
+                self._settle(track, address)
             elif len(stack) == 1 and stack[0].kind == _ROOT:
                 self._relink(track, address)
             else:
@@ -684,14 +693,14 @@ class CallTracker:
                 if not stack:
                     self._push(track, self._function(address, False), _ROOT, None, 0)
                 else:
-                    self._settle(track, address, self._function(address, False))
+                    self._settle(track, address)
         elif nxt == _NEXT_ERET:
             exc = next((i for i in range(len(stack) - 1, -1, -1) if stack[i].kind == _EXC), None)
             if exc is not None:
                 while len(stack) > exc:
                     self._pop(track)
             if stack:
-                self._settle(track, address, self._function(address, False))
+                self._settle(track, address)
             else:
                 self._push(track, self._function(address, False), _ROOT, None, 0)
         elif nxt == _NEXT_GAP:
@@ -711,12 +720,12 @@ class CallTracker:
             top = stack[-1] if stack else None
             if top is None:
                 self._push(track, self._function(address, False), _ROOT, None, 0)
-            elif top.func.end and top.func.start <= address < top.func.end:
+            elif self._belongs(top.func, address):
                 pass
             elif top.kind != _ROOT and top.ret == address:
                 # A return by another branch: BR X30, SUBS PC, LR, #4 from an IRQ handler.
                 self._pop(track)
-                self._settle(track, address, self._function(address, False))
+                self._settle(track, address)
             else:
                 func = self._function(address, False)
                 if func != top.func:
