@@ -125,7 +125,7 @@ def test_times_per_call_are_the_emulators(timed: prog.Program) -> None:
         assert (t["count"], t["total"]) == (len(calls), sum(calls))
         assert (t["min"], t["max"]) == (min(calls), max(calls))
     text = profile(timed, "functions", timestamps=True)
-    assert "times per call in timestamp ticks" in text.splitlines()[0]
+    assert "time per call in timestamp ticks" in text.splitlines()[0]
 
 
 def test_callgrind_annotate_names_the_hot_function(built: prog.Program, tmp_path: Path) -> None:

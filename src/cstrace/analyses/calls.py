@@ -209,12 +209,14 @@ class FunctionProfile:
     ``inclusive`` counts the instructions from entry to return of the calls
     that were seen whole, outermost activations only (a recursive call is not
     counted twice). ``calls`` counts the entries seen (calls, tail calls and
-    exception entries); ``timing`` holds the times of whole calls per unit
+    exception entries), ``returned`` the calls seen whole (entry to return,
+    no trace gap between); ``timing`` holds the times of those per unit
     (:data:`CYCLES`, :data:`TICKS`).
     """
 
     function: FunctionInfo
     calls: int = 0
+    returned: int = 0
     instructions: int = 0
     cycles: int = 0
     inclusive: int = 0
@@ -231,6 +233,7 @@ class FunctionProfile:
             "line": f.line,
             "handler": self.handler,
             "calls": self.calls,
+            "returned": self.returned,
             "instructions": self.instructions,
             "inclusive_instructions": self.inclusive,
             "cycles": self.cycles,
@@ -242,12 +245,14 @@ class FunctionProfile:
 class ExceptionProfile:
     """One exception number: how often it was taken, its handlers and its time.
 
-    ``instructions`` are counted from entry to exception return (nested
-    exceptions included), for the exceptions seen whole.
+    ``returned`` counts the exceptions seen whole, from entry to exception
+    return with no trace gap between; ``instructions`` (nested exceptions
+    included) and ``timing`` are theirs.
     """
 
     number: int
     count: int = 0
+    returned: int = 0
     handlers: set[str] = field(default_factory=set)
     instructions: int = 0
     timing: dict[str, Timing] = field(default_factory=dict)
@@ -258,6 +263,7 @@ class ExceptionProfile:
             "exception": self.number,
             "handlers": sorted(self.handlers),
             "count": self.count,
+            "returned": self.returned,
             "instructions": self.instructions,
             "time": {unit: t.to_dict() for unit, t in sorted(self.timing.items())},
         }
@@ -267,8 +273,9 @@ class ExceptionProfile:
 class CallArc:
     """Calls from one call site of ``caller`` to ``callee``, with their inclusive costs.
 
-    ``site`` is the address of the calling instruction (0 when not seen: an
-    exception entry, or a caller found by re-linking).
+    ``site`` is the address of the calling instruction; for an exception, its
+    preferred return address (where it came); 0 when unknown (a caller found
+    by re-linking).
     """
 
     caller: FunctionInfo
@@ -315,6 +322,7 @@ class CallProfile:
             if mine is None:
                 mine = self.functions[func] = FunctionProfile(func)
             mine.calls += theirs.calls
+            mine.returned += theirs.returned
             mine.instructions += theirs.instructions
             mine.cycles += theirs.cycles
             mine.inclusive += theirs.inclusive
@@ -326,6 +334,7 @@ class CallProfile:
             if got is None:
                 got = self.exceptions[number] = ExceptionProfile(number)
             got.count += exc.count
+            got.returned += exc.returned
             got.instructions += exc.instructions
             got.handlers |= exc.handlers
             for unit, t in exc.timing.items():
@@ -580,6 +589,7 @@ class CallTracker:
         if not frame.whole:
             return frame
         stats = self._stats(func)
+        stats.returned += 1
         if active == 0:
             stats.inclusive += instructions
         for unit, value in self._times(frame.instr0, frame.cycles0, frame.ticks0, clock):
@@ -587,6 +597,7 @@ class CallTracker:
         if frame.exc is not None and frame.exc_start is not None:
             prof = self._exceptions[frame.exc]
             instr0, cycles0, ticks0 = frame.exc_start
+            prof.returned += 1
             prof.instructions += clock.instructions - instr0
             for unit, value in self._times(instr0, cycles0, ticks0, clock):
                 prof.timing.setdefault(unit, Timing()).add(value)
@@ -680,7 +691,12 @@ class CallTracker:
             self._push(track, self._function(address, True), _CALL, track.next_ret, track.next_site)
         elif nxt == _NEXT_EXC:
             self._push(
-                track, self._function(address, True), _EXC, track.exc_ret, 0, track.exc_number
+                track,
+                self._function(address, True),
+                _EXC,
+                track.exc_ret,
+                track.exc_ret or 0,
+                track.exc_number,
             )
         elif nxt == _NEXT_RET:
             if self._return_to(track, address, (_CALL,)):
@@ -813,10 +829,15 @@ class CallTracker:
 
     def _exception(self, track: _Track, elem: Exception_) -> None:
         resume = elem.return_address
-        if resume is not None:
-            self._enter(track, resume)  # what the last range said comes next, at the resume point
-        elif track.next not in (_NEXT_FALL, _NEXT_GAP):
-            self._close_all(track)
+        if track.next != _NEXT_FALL:
+            # A branch was taken (or the trace restarted) before the exception: execution
+            # goes on at the resume point. (After a range that falls through, the resume
+            # point has not run yet, and may be the next function's start: the last
+            # instruction of a function that does not return.)
+            if resume is not None:
+                self._enter(track, resume)
+            elif track.next != _NEXT_GAP:
+                self._close_all(track)
         stack = track.stack
         if elem.m_tail_chain:
             # The handler on top ends where the next one begins.
