@@ -736,12 +736,12 @@ class CallTracker:
             top = stack[-1] if stack else None
             if top is None:
                 self._push(track, self._function(address, False), _ROOT, None, 0)
-            elif self._belongs(top.func, address):
-                pass
-            elif top.kind != _ROOT and top.ret == address:
+            elif nxt == _NEXT_JUMP and top.kind != _ROOT and top.ret == address:
                 # A return by another branch: BR X30, SUBS PC, LR, #4 from an IRQ handler.
                 self._pop(track)
                 self._settle(track, address)
+            elif self._belongs(top.func, address):
+                pass
             else:
                 func = self._function(address, False)
                 if func != top.func:
