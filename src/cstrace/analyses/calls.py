@@ -62,6 +62,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from cstrace.analyses.symbols import Symbols
+from cstrace.decode import Session, SourceRun
 from cstrace.elements import (
     AddrNacc,
     Element,
@@ -78,6 +80,8 @@ from cstrace.elements import (
     TraceOn,
 )
 from cstrace.isa.t32 import is_wide
+from cstrace.protocols import DecodeOptions
+from cstrace.trace import Trace
 
 __all__ = [
     "CYCLES",
@@ -92,6 +96,8 @@ __all__ = [
     "LineCost",
     "SymbolLookup",
     "Timing",
+    "call_profile",
+    "memory_reader",
 ]
 
 CYCLES = "cycles"
@@ -1007,3 +1013,36 @@ class CallTracker:
             gaps=self._gaps,
             relinks=self._relinks,
         )
+
+
+def call_profile(
+    trace: Trace,
+    symbols: SymbolLookup | None = None,
+    options: DecodeOptions | None = None,
+    images: Iterable[str] = (),
+) -> CallProfile:
+    """Decode every buffer of ``trace`` in one session and follow its calls.
+
+    ``symbols`` defaults to :meth:`Symbols.from_trace(trace, images)
+    <cstrace.analyses.symbols.Symbols.from_trace>`; T32 source-line costs read
+    the code through each source's code memory.
+    """
+    if symbols is None:
+        symbols = Symbols.from_trace(trace, images)
+    session = Session(trace, options)
+    tracker = CallTracker(symbols)
+    for buffer in trace.buffers:
+        for run in session.open_buffer(buffer).runs:
+            tracker.read = memory_reader(session, run)
+            tracker.feed(run.trace_id, run.elements())
+    return tracker.profile()
+
+
+def memory_reader(session: Session, run: SourceRun) -> CodeReader:
+    """A :data:`CodeReader` over the code memory of ``run``'s source."""
+    memory = session.memories.for_source(run.source, run.buffer.time)
+
+    def read(address: int, size: int, _context: int | None) -> bytes:
+        return bytes(memory.read(address, size))
+
+    return read
