@@ -436,8 +436,10 @@ class _Frame:
         "instr0",
         "kind",
         "node",
+        "ranges",
         "ret",
         "site",
+        "stats",
         "ticks0",
         "whole",
     )
@@ -450,9 +452,13 @@ class _Frame:
         ret: int | None,
         site: int,
         clock: _Clock,
+        stats: FunctionProfile,
+        ranges: dict[tuple[int | None, int, int, int, int], list[int]],
         exc: int | None = None,
     ) -> None:
         self.func = func
+        self.stats = stats
+        self.ranges = ranges
         self.node = node
         self.kind = kind
         self.ret = ret
@@ -510,8 +516,12 @@ class CallTracker:
         self._functions: dict[FunctionInfo, FunctionProfile] = {}
         self._exceptions: dict[int, ExceptionProfile] = {}
         self._arcs: dict[tuple[FunctionInfo, int, FunctionInfo], CallArc] = {}
-        self._ranges: dict[tuple[FunctionInfo, int | None, int, int, int, int], list[int]] = {}
-        self._active: dict[FunctionInfo, int] = {}
+        # Per function: (context ID, ISA, start, end, last size) -> [count, instructions, cycles]
+        self._ranges: dict[
+            FunctionInfo, dict[tuple[int | None, int, int, int, int], list[int]]
+        ] = {}
+        self._active: dict[int, int] = {}  # calls open, per id() of a FunctionProfile
+        self._interned: dict[FunctionInfo, FunctionInfo] = {}
         self._units: set[str] = set()
         self._gaps = 0
         self._relinks = 0
@@ -525,15 +535,19 @@ class CallTracker:
         f = self.symbols.function(address, ctx)
         info = None
         if f is not None:
-            info = FunctionInfo(f.name, f.start, f.end, f.file, f.line)
+            info = self._intern(FunctionInfo(f.name, f.start, f.end, f.file, f.line))
         self._funcs[key] = info
         return info
+
+    def _intern(self, func: FunctionInfo) -> FunctionInfo:
+        """One object per function, so that frames compare functions by identity."""
+        return self._interned.setdefault(func, func)
 
     def _function(self, address: int, called: bool) -> FunctionInfo:
         info = self._lookup(address, self._ctx)
         if info is not None:
             return info
-        return FunctionInfo(f"0x{address:x}", address) if called else UNKNOWN
+        return self._intern(FunctionInfo(f"0x{address:x}", address)) if called else UNKNOWN
 
     def _stats(self, func: FunctionInfo) -> FunctionProfile:
         got = self._functions.get(func)
@@ -542,6 +556,24 @@ class CallTracker:
         return got
 
     # -- frames ---------------------------------------------------------------------------
+
+    def _frame(
+        self,
+        track: _Track,
+        func: FunctionInfo,
+        node: _Node,
+        kind: int,
+        ret: int | None,
+        site: int,
+        exc: int | None = None,
+    ) -> _Frame:
+        stats = self._stats(func)
+        ranges = self._ranges.get(func)
+        if ranges is None:
+            ranges = self._ranges[func] = {}
+        frame = _Frame(func, node, kind, ret, site, track.clock, stats, ranges, exc)
+        self._active[id(stats)] = self._active.get(id(stats), 0) + 1
+        return frame
 
     def _push(
         self,
@@ -558,11 +590,10 @@ class CallTracker:
         else:
             node = _Node(func, None)
             self._roots[id(node)] = node
-        frame = _Frame(func, node, kind, ret, site, track.clock, exc)
+        frame = self._frame(track, func, node, kind, ret, site, exc)
         stack.append(frame)
-        self._active[func] = self._active.get(func, 0) + 1
         if kind != _ROOT:
-            stats = self._stats(func)
+            stats = frame.stats
             stats.calls += 1
             if kind == _EXC:
                 stats.handler = True
@@ -577,8 +608,9 @@ class CallTracker:
         frame = track.stack.pop()
         clock = track.clock
         func = frame.func
-        active = self._active[func] - 1
-        self._active[func] = active
+        stats = frame.stats
+        active = self._active[id(stats)] - 1
+        self._active[id(stats)] = active
         instructions = clock.instructions - frame.instr0
         cycles = 0
         if clock.cycles is not None and frame.cycles0 is not None:
@@ -594,7 +626,6 @@ class CallTracker:
             arc.cycles += cycles
         if not frame.whole:
             return frame
-        stats = self._stats(func)
         stats.returned += 1
         if active == 0:
             stats.inclusive += instructions
@@ -682,9 +713,7 @@ class CallTracker:
         self._roots[id(node)] = node
         if bottom.node.parent is None:
             bottom.node.parent = node  # (it stays among the roots: the walk starts there too)
-        frame = _Frame(func, node, _ROOT, None, 0, track.clock)
-        track.stack.insert(0, frame)
-        self._active[func] = self._active.get(func, 0) + 1
+        track.stack.insert(0, self._frame(track, func, node, _ROOT, None, 0))
         self._relinks += 1
         while len(track.stack) > 1:
             self._pop(track)
@@ -728,8 +757,8 @@ class CallTracker:
         elif nxt == _NEXT_GAP:
             func = self._function(address, False)
             self._close_all(track)
-            if stack and func != stack[-1].func:
-                i = next((i for i in range(len(stack) - 1, -1, -1) if stack[i].func == func), None)
+            if stack and func is not stack[-1].func:
+                i = next((i for i in range(len(stack) - 1, -1, -1) if stack[i].func is func), None)
                 if i is None:
                     while stack:
                         self._pop(track)
@@ -750,7 +779,7 @@ class CallTracker:
                 pass
             else:
                 func = self._function(address, False)
-                if func != top.func:
+                if func is not top.func:
                     self._replace(track, func)
         track.next = _NEXT_FALL
 
@@ -763,7 +792,20 @@ class CallTracker:
 
     def _range(self, track: _Track, elem: InstrRange) -> None:
         start = elem.start
-        self._enter(track, start)
+        stack = track.stack
+        nxt = track.next
+        top = stack[-1] if stack else None
+        if (
+            top is not None
+            and (nxt == _NEXT_FALL or (nxt == _NEXT_JUMP and top.ret != start))
+            and (
+                top.func.start <= start < top.func.end
+                or (not top.func.end and self._lookup(start, self._ctx) is None)
+            )
+        ):
+            track.next = _NEXT_FALL  # on in the same function: nothing to settle
+        else:
+            self._enter(track, start)
         num = elem.num_instr
         end = elem.end
         while True:
@@ -814,21 +856,15 @@ class CallTracker:
         cycles: int,
     ) -> None:
         frame.node.instructions += num
-        stats = self._stats(frame.func)
+        stats = frame.stats
         stats.instructions += num
         stats.cycles += cycles
         track.clock.instructions += num
-        key = (
-            frame.func,
-            self._ctx,
-            int(elem.isa),
-            start,
-            end,
-            elem.last_size if end == elem.end else 0,
-        )
-        got = self._ranges.get(key)
+        key = (self._ctx, elem.isa, start, end, elem.last_size if end == elem.end else 0)
+        ranges = frame.ranges
+        got = ranges.get(key)
         if got is None:
-            self._ranges[key] = [1, num, cycles]
+            ranges[key] = [1, num, cycles]
         else:
             got[0] += 1
             got[2] += cycles
@@ -930,22 +966,34 @@ class CallTracker:
     def _lines(self) -> dict[tuple[FunctionInfo, str | None, int], LineCost]:
         out: dict[tuple[FunctionInfo, str | None, int], LineCost] = {}
         cache: dict[tuple[int, int | None], tuple[str | None, int]] = {}
-        for key, (count, num, cycles) in self._ranges.items():
-            func, ctx, isa, start, end, last_size = key
-            addresses = self._addresses(isa, start, end, num, last_size, ctx)
-            for i, address in enumerate(addresses):
-                where = cache.get((address, ctx))
-                if where is None:
-                    ln = self.symbols.line(address, ctx)
-                    where = (ln.file, ln.line) if ln is not None else (None, 0)
-                    cache[(address, ctx)] = where
-                cost = out.get((func, *where))
-                if cost is None:
-                    cost = out[(func, *where)] = LineCost()
-                cost.instructions += count
-                if i == len(addresses) - 1:
-                    cost.cycles += cycles
+        for func, ranges in self._ranges.items():
+            for key, counts in ranges.items():
+                self._line_costs(func, key, counts, out, cache)
         return out
+
+    def _line_costs(
+        self,
+        func: FunctionInfo,
+        key: tuple[int | None, int, int, int, int],
+        counts: list[int],
+        out: dict[tuple[FunctionInfo, str | None, int], LineCost],
+        cache: dict[tuple[int, int | None], tuple[str | None, int]],
+    ) -> None:
+        count, num, cycles = counts
+        ctx, isa, start, end, last_size = key
+        addresses = self._addresses(isa, start, end, num, last_size, ctx)
+        for i, address in enumerate(addresses):
+            where = cache.get((address, ctx))
+            if where is None:
+                ln = self.symbols.line(address, ctx)
+                where = (ln.file, ln.line) if ln is not None else (None, 0)
+                cache[(address, ctx)] = where
+            cost = out.get((func, *where))
+            if cost is None:
+                cost = out[(func, *where)] = LineCost()
+            cost.instructions += count
+            if i == len(addresses) - 1:
+                cost.cycles += cycles
 
     def _addresses(
         self, isa: int, start: int, end: int, num: int, last_size: int, ctx: int | None
