@@ -734,6 +734,8 @@ def _call_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -> I
         function_lines,
     )
 
+    if args.binary:
+        print(f"cstrace: note: --binary does not apply to --format {args.format}", file=err)
     total = CallProfile()
     for trace in _profile_traces(args, err):
         symbols = Symbols.from_trace(trace)

@@ -7,11 +7,16 @@ counts, times, arcs and collapsed stacks :class:`CallTracker` makes of them.
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
+import pytest
+
 from cstrace.analyses.calls import CYCLES, TICKS, CallProfile, CallTracker
+from cstrace.cli import main
 from cstrace.elements import (
     Element,
     Exception_,
@@ -24,6 +29,9 @@ from cstrace.elements import (
     Timestamp,
 )
 from cstrace.render.calls import callgrind_lines, flamegraph_svg, folded_lines, function_lines
+from tests.conftest import ROOT
+
+EXAMPLE = ROOT / "examples" / "etm_demo"
 
 
 @dataclass(frozen=True)
@@ -210,3 +218,28 @@ def test_renderers_write_the_profile() -> None:
     svg = ET.fromstring(flamegraph_svg(prof, "test"))
     titles = [t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}title")]
     assert any(t.startswith("main;a;b (4 instructions") for t in titles)
+
+
+def test_a_bad_image_is_one_line_and_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.elf"
+    bad.write_bytes(b"\x7fELFgarbage")
+    status = main(["profile", str(EXAMPLE), "--image", str(bad), "--format", "callgrind"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert len(err.splitlines()) == 1
+    assert err.startswith(f"cstrace: error: {bad}: malformed ELF file")
+    assert "Traceback" not in err
+
+
+def test_the_command_profiles_the_example(capsys: pytest.CaptureFixture[str]) -> None:
+    image = str(EXAMPLE / "program.elf")
+    assert main(["profile", str(EXAMPLE), "--image", image, "--format", "folded"]) == 0
+    folded = dict(line.rsplit(" ", 1) for line in capsys.readouterr().out.splitlines())
+    # square: mul and ret, three calls; everything traced is on some stack
+    assert folded["_start;square"] == "6"
+    assert main(["decode", str(EXAMPLE), "--no-summary", "--format", "jsonl"]) == 0
+    ranges = [json.loads(ln) for ln in capsys.readouterr().out.splitlines()]
+    traced = sum(r["num_instr"] for r in ranges if r.get("type") == "INSTR_RANGE")
+    assert sum(int(v) for v in folded.values()) == traced
