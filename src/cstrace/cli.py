@@ -44,6 +44,7 @@ __all__ = ["main"]
 _FORMATS = ("text", "ocsd", "jsonl")
 _PROFILE_FORMATS = ("autofdo", "profgen", "bolt", "perf-script")
 _COVERAGE_FORMATS = ("lcov", "cobertura", "html", "text")
+_CALL_FORMATS = ("functions", "callgrind", "folded", "flamegraph")
 
 
 def add_input_options(dec: argparse.ArgumentParser) -> None:
@@ -465,7 +466,20 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     prof.add_argument("inputs", nargs="+", metavar="INPUT", help="trace inputs, summed")
     prof.add_argument(
-        "-f", "--format", choices=_PROFILE_FORMATS, required=True, help="the profile format"
+        "-f",
+        "--format",
+        choices=_PROFILE_FORMATS + _CALL_FORMATS,
+        required=True,
+        help="the profile format; functions (a table per function and exception: calls, "
+        "instructions, time per call), callgrind (for callgrind_annotate and KCacheGrind), "
+        "folded (collapsed stacks for flame graphs) and flamegraph (an SVG flame graph) "
+        "follow calls and returns, with the symbols of the images",
+    )
+    prof.add_argument(
+        "--table",
+        choices=("text", "csv", "json"),
+        default="text",
+        help="functions: the form of the table (default text)",
     )
     prof.add_argument(
         "--binary",
@@ -668,6 +682,9 @@ def _profile_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -
     except re.error as exc:
         raise CstraceError(f"--binary {args.binary!r}: {exc}") from None
     options = DecodeOptions()
+    if args.format in _CALL_FORMATS:
+        yield from _call_lines(args, err, errors)
+        return
     if args.format == "perf-script":
         if args.period < 1 or args.last_branch < 1:
             raise CstraceError("--period and --last-branch must be positive")
@@ -713,6 +730,46 @@ def _profile_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -
         print("cstrace: note: no traced instruction fell in a known binary", file=err)
     writers = {"autofdo": autofdo_lines, "profgen": profgen_lines, "bolt": bolt_lines}
     yield from writers[args.format](chosen)
+
+
+def _call_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -> Iterator[str]:
+    """The output lines of ``profile --format functions|callgrind|folded|flamegraph``."""
+    from cstrace.analyses.calls import CallProfile, CallTracker, memory_reader
+    from cstrace.analyses.symbols import Symbols
+    from cstrace.render.calls import (
+        callgrind_lines,
+        flamegraph_svg,
+        folded_lines,
+        function_lines,
+    )
+
+    if args.binary:
+        print(f"cstrace: note: --binary does not apply to --format {args.format}", file=err)
+    total = CallProfile()
+    for trace in _profile_traces(args, err):
+        symbols = Symbols.from_trace(trace)
+        tracker = CallTracker(symbols)
+        session = Session(trace, DecodeOptions())
+        for buffer in trace.buffers:
+            decoded = session.open_buffer(buffer)
+            _warn(decoded.issues, err)
+            errors.extend(decoded.errors)
+            for run in decoded.runs:
+                tracker.read = memory_reader(session, run)
+                tracker.feed(run.trace_id, run.elements())
+                _warn(session.new_issues(), err)
+        total.add(tracker.profile())
+    if not total.instructions:
+        print("cstrace: note: no instructions were traced", file=err)
+    names = " ".join(Path(p).name for p in args.inputs)
+    if args.format == "functions":
+        yield from function_lines(total, args.table)
+    elif args.format == "callgrind":
+        yield from callgrind_lines(total, f"cstrace profile {names}")
+    elif args.format == "folded":
+        yield from folded_lines(total)
+    else:
+        yield flamegraph_svg(total, f"Flame graph of {names}").rstrip("\n")
 
 
 def _in_binaries(sample: object, mappings: Sequence[object]) -> bool:

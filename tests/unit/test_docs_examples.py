@@ -64,6 +64,7 @@ USER_DOCS = (
     "performance.md",
     "disasm.md",
     "coverage.md",
+    "profiles-functions.md",
 )
 
 
