@@ -18,11 +18,12 @@ import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from cstrace import __version__
 from cstrace.analyses import LossCounter, LossReport, NotDecoded, loss_report
 from cstrace.decode import Session
+from cstrace.elements import Element
 from cstrace.errors import CstraceError, Issue, IssueKind, Severity, SnapshotError
 from cstrace.inputs import (
     Extras,
@@ -38,6 +39,9 @@ from cstrace.inputs import (
 from cstrace.inputs.metadata import trace_id_of
 from cstrace.protocols import DecodeOptions
 from cstrace.trace import Trace
+
+if TYPE_CHECKING:
+    from cstrace.execution import ContextTracker
 
 __all__ = ["main"]
 
@@ -372,6 +376,12 @@ def _build_parser() -> argparse.ArgumentParser:
         'the closing {"summary": ...} object)',
     )
     dec.add_argument(
+        "--no-strings",
+        action="store_true",
+        help="text and jsonl: give software-trace (STM, ITM, DCC) byte writes one per line, "
+        "as decoded, instead of grouping the ones that spell text into strings",
+    )
+    dec.add_argument(
         "--src-addr-n",
         action="store_true",
         help="ETE: split source-address instruction ranges at N atoms",
@@ -557,7 +567,9 @@ def _lines(
                 yield f"ID:{run.packet_id:x}\tEND OF TRACE DATA"
             elif args.format == "jsonl":
                 tid = run.trace_id
-                if tracker is None:
+                if _strings(args, run.protocol.name):
+                    yield from _message_lines(run.elements(), tid, tracker, buffer.name)
+                elif tracker is None:
                     for elem in run.elements():
                         yield json_line(tid, elem, buffer.name)
                 else:
@@ -567,12 +579,13 @@ def _lines(
             else:
                 tid = run.trace_id
                 yield f"# source {run.source.name} ({run.protocol.name}), trace ID {tid:#x}"
-                if tracker is None:
-                    yield HEADER
+                yield HEADER if tracker is None else HEADER_CONTEXT
+                if _strings(args, run.protocol.name):
+                    yield from _message_lines(run.elements(), tid, tracker)
+                elif tracker is None:
                     for elem in run.elements():
                         yield text_line(tid, elem)
                 else:
-                    yield HEADER_CONTEXT
                     update = tracker.update
                     for elem in run.elements():
                         yield text_line(tid, elem, update(elem))
@@ -599,6 +612,45 @@ def _lines(
             counter.add_issues(missing)
     if counter is not None and args.format == "jsonl":
         yield json.dumps({"summary": counter.report().to_dict()}, separators=(",", ":"))
+
+
+_SOFTWARE_TRACE = ("stm", "itm", "dcc")
+
+
+def _strings(args: argparse.Namespace, protocol: str) -> bool:
+    """Whether a source's byte writes that spell text are shown as strings."""
+    return protocol in _SOFTWARE_TRACE and not getattr(args, "no_strings", False)
+
+
+def _message_lines(
+    elements: Iterable[Element],
+    trace_id: int,
+    tracker: ContextTracker | None,
+    buffer: str | None = None,
+) -> Iterator[str]:
+    """Text (``buffer`` None) or JSON lines of a software-trace source, strings grouped."""
+    from cstrace.analyses.swtext import TextMessage, group_text
+    from cstrace.render.text import json_line, message_json, message_line, text_line
+
+    for item in group_text(elements):
+        context = None
+        if isinstance(item, TextMessage):
+            if tracker is not None:
+                # Every write is followed; the string is shown with the first one's context.
+                contexts = [tracker.update(e) for e in item.elements]
+                context = contexts[0]
+            if buffer is None:
+                yield message_line(trace_id, item, context)
+            else:
+                yield message_json(trace_id, item, buffer, context)
+            continue
+        if tracker is not None:
+            context = tracker.update(item)
+        yield (
+            text_line(trace_id, item, context)
+            if buffer is None
+            else json_line(trace_id, item, buffer, context)
+        )
 
 
 def _summary(counter: LossCounter, err: TextIO) -> None:
