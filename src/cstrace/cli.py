@@ -491,7 +491,39 @@ def _build_parser() -> argparse.ArgumentParser:
     prof.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     add_input_options(prof)
     _add_timeline_parser(sub)
+    _add_query_parser(sub)
     return parser
+
+
+def _add_query_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``cstrace query INPUT SQL``."""
+    q = sub.add_parser(
+        "query",
+        help="run SQL (DuckDB) over tables of elements, instructions, functions and messages",
+        description=(
+            "Decode the input and run one SQL query (DuckDB) over the tables elements "
+            "(one row per element; element_types names the type numbers), instructions (one "
+            "row per instruction executed, with its function and source line from --image), "
+            "functions (calls and instructions per function) and messages (software trace: "
+            "strings and values written). Only the tables the query names are built. INPUT "
+            "may also be a Parquet file of cstrace decode --format parquet: its rows are the "
+            "elements table."
+        ),
+    )
+    q.add_argument("snapshot", metavar="INPUT", help="snapshot, package, recording, capture")
+    q.add_argument("sql", metavar="SQL", help="the query")
+    q.add_argument(
+        "-f",
+        "--format",
+        choices=("table", "csv", "json"),
+        default="table",
+        help="table: aligned columns (default); csv; json: one JSON object per row",
+    )
+    q.add_argument(
+        "-b", "--buffer", action="append", metavar="NAME", help="only this buffer (repeatable)"
+    )
+    q.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    add_input_options(q)
 
 
 def _add_timeline_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -841,6 +873,56 @@ def timeline_command(args: argparse.Namespace, err: TextIO) -> int:
     return 2 if any(i.is_error for i in issues) else 0
 
 
+def _is_parquet(path: str) -> bool:
+    """Whether ``path`` is a Parquet file (its first bytes say so)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"PAR1"
+    except OSError:
+        return False
+
+
+def query_command(args: argparse.Namespace, err: TextIO) -> int:
+    """``cstrace query INPUT SQL``: a DuckDB query over the tables of a decode."""
+    from cstrace.analyses.query import (
+        build_tables,
+        connect,
+        parquet_tables,
+        run_query,
+        tables_named,
+    )
+    from cstrace.render.query import csv_lines, json_lines, table_lines
+
+    issues: list[Issue] = []
+    if _is_parquet(args.snapshot):
+        tables = parquet_tables(args.snapshot)
+    else:
+        trace = open_from_args(args)
+        _warn(trace.issues, err)
+        for inf in trace.inferred:
+            print(f"cstrace: note: configuration {inf.describe()}", file=err)
+        want = tables_named(args.sql)
+        tables = build_tables(trace, want, buffers=args.buffer, issues=issues)
+        _warn(issues, err)
+    result = run_query(connect(tables), args.sql)
+    writers = {"table": table_lines, "csv": csv_lines, "json": json_lines}
+    lines = writers[args.format](result)
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8", newline="\n") as out_file:
+                _write(lines, out_file)
+        except OSError as exc:
+            print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
+            return 2
+    else:
+        stdout = sys.stdout
+        if isinstance(stdout, io.TextIOWrapper):
+            stdout.reconfigure(newline="\n")
+        _write(lines, stdout)
+        stdout.flush()
+    return 2 if any(i.is_error for i in issues) else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = _build_parser()
@@ -855,6 +937,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return profile_command(args, err)
         if args.command == "timeline":
             return timeline_command(args, err)
+        if args.command == "query":
+            return query_command(args, err)
         if args.command == "decode":
             trace = open_from_args(args)
             errors: list[Issue] = []
