@@ -543,6 +543,13 @@ def _add_timeline_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser
     tl.add_argument("snapshot", metavar="INPUT", help="snapshot, package, recording or capture")
     tl.add_argument("-o", "--output", metavar="FILE", required=True, help="the trace to write")
     tl.add_argument(
+        "-f",
+        "--format",
+        choices=("perfetto", "svg"),
+        help="perfetto: a Perfetto trace (protobuf); svg: a picture of it for a browser. "
+        "Default: svg when FILE ends in .svg, else perfetto",
+    )
+    tl.add_argument(
         "-b",
         "--buffer",
         action="append",
@@ -855,19 +862,29 @@ def timeline_command(args: argparse.Namespace, err: TextIO) -> int:
 
     trace = open_from_args(args)
     _warn(trace.issues, err)
+    for inf in trace.inferred:
+        print(f"cstrace: note: configuration {inf.describe()}", file=err)
     issues: list[Issue] = []
     timeline = trace_timeline(trace, buffers=args.buffer, issues=issues)
     _warn(issues, err)
+    svg = args.format == "svg" or (args.format is None and args.output.endswith(".svg"))
     try:
-        with open(args.output, "wb") as out_file:
-            packets = write_perfetto(timeline, out_file)
+        if svg:
+            from cstrace.render.timeline_svg import svg_lines
+
+            with open(args.output, "w", encoding="utf-8", newline="\n") as text_file:
+                _write(svg_lines(timeline), text_file)
+            packets = 0
+        else:
+            with open(args.output, "wb") as out_file:
+                packets = write_perfetto(timeline, out_file)
     except OSError as exc:
         print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
         return 2
     print(
         f"wrote {args.output}: {len(timeline.tracks)} tracks, {len(timeline.slices)} slices, "
-        f"{len(timeline.instants)} instants, {len(timeline.counters)} counter values "
-        f"({packets} packets)",
+        f"{len(timeline.instants)} instants, {len(timeline.counters)} counter values"
+        + ("" if svg else f" ({packets} packets)"),
         file=err,
     )
     return 2 if any(i.is_error for i in issues) else 0

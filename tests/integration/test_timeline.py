@@ -188,3 +188,30 @@ def test_bad_output_path(tmp_path: Path) -> None:
             ["timeline", str(ROOT / "examples" / "stm_demo"), "-o", str(tmp_path / "no" / "x")]
         )
     assert status == 2 and err.getvalue().startswith("cstrace: error: ")
+
+
+@needs_program
+def test_svg_picture(built: prog.Program, tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    regs = [f"--reg=0x10:{k}={v:#x}" for k, v in prog.REGISTERS.items()]
+    out = tmp_path / "prog.svg"
+    err = io.StringIO()
+    with redirect_stderr(err):
+        status = main(
+            ["timeline", str(built.capture), f"--image={built.path}@{prog.BASE:#x}",
+             "--protocol=0x10=ETM4.0", "--core=0x10=Cortex-A53", *regs, "-o", str(out)]
+        )  # fmt: skip
+    assert status == 0, err.getvalue()
+    svg = ET.parse(out).getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    titles = [t.text or "" for t in svg.iter(f"{ns}title")]
+    names = [t.split(" [")[0] for t in titles]
+    assert names.count("f1") == 5 and names.count("f2") == 5 and names.count("work") == 1
+    # The slices lie inside the picture, in the order the calls were made.
+    rects = [r for r in svg.iter(f"{ns}rect") if r.find(f"{ns}title") is not None]
+    xs = [float(r.get("x", "0")) for r in rects]
+    width = float(svg.get("width", "0"))
+    assert all(0 <= x < width for x in xs)
+    calls_in_order = [n for n in names if n in ("f1", "f2")]
+    assert calls_in_order == ["f2", "f1"] * 5

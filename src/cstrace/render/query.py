@@ -63,10 +63,11 @@ def csv_lines(result: QueryResult) -> Iterator[str]:
     """The result as CSV: a header line, then one line per row (NULL as an empty field)."""
     for row in (result.columns, *result.rows):
         buf = io.StringIO()
-        csv.writer(buf, lineterminator="").writerow(
+        # A field with a line feed in it (a software message) is quoted, as CSV wants.
+        csv.writer(buf, lineterminator="\n").writerow(
             ["" if v is None else v.hex() if isinstance(v, bytes) else v for v in row]
         )
-        yield buf.getvalue()
+        yield buf.getvalue()[:-1]
 
 
 def _json(value: Any) -> Any:
