@@ -47,6 +47,7 @@ __all__ = ["main"]
 
 _FORMATS = ("text", "ocsd", "jsonl")
 _PROFILE_FORMATS = ("autofdo", "profgen", "bolt", "perf-script")
+_CALL_FORMATS = ("functions", "callgrind", "folded", "flamegraph")
 
 
 def add_input_options(dec: argparse.ArgumentParser) -> None:
@@ -467,7 +468,20 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     prof.add_argument("inputs", nargs="+", metavar="INPUT", help="trace inputs, summed")
     prof.add_argument(
-        "-f", "--format", choices=_PROFILE_FORMATS, required=True, help="the profile format"
+        "-f",
+        "--format",
+        choices=_PROFILE_FORMATS + _CALL_FORMATS,
+        required=True,
+        help="the profile format; functions (a table per function and exception: calls, "
+        "instructions, time per call), callgrind (for callgrind_annotate and KCacheGrind), "
+        "folded (collapsed stacks for flame graphs) and flamegraph (an SVG flame graph) "
+        "follow calls and returns, with the symbols of the images",
+    )
+    prof.add_argument(
+        "--table",
+        choices=("text", "csv", "json"),
+        default="text",
+        help="functions: the form of the table (default text)",
     )
     prof.add_argument(
         "--binary",
@@ -492,6 +506,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_input_options(prof)
     _add_timeline_parser(sub)
     _add_query_parser(sub)
+    _add_disasm_parser(sub)
     return parser
 
 
@@ -776,6 +791,9 @@ def _profile_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -
     except re.error as exc:
         raise CstraceError(f"--binary {args.binary!r}: {exc}") from None
     options = DecodeOptions()
+    if args.format in _CALL_FORMATS:
+        yield from _call_lines(args, err, errors)
+        return
     if args.format == "perf-script":
         if args.period < 1 or args.last_branch < 1:
             raise CstraceError("--period and --last-branch must be positive")
@@ -821,6 +839,45 @@ def _profile_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -
         print("cstrace: note: no traced instruction fell in a known binary", file=err)
     writers = {"autofdo": autofdo_lines, "profgen": profgen_lines, "bolt": bolt_lines}
     yield from writers[args.format](chosen)
+
+
+def _call_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -> Iterator[str]:
+    """The output lines of ``profile --format functions|callgrind|folded|flamegraph``."""
+    from cstrace.analyses.calls import CallProfile, CallTracker
+    from cstrace.analyses.symbols import Symbols
+    from cstrace.render.calls import (
+        callgrind_lines,
+        flamegraph_svg,
+        folded_lines,
+        function_lines,
+    )
+
+    total = CallProfile()
+    for trace in _profile_traces(args, err):
+        symbols = Symbols.from_trace(trace)
+        tracker = CallTracker(symbols)
+        session = Session(trace, DecodeOptions())
+        for buffer in trace.buffers:
+            decoded = session.open_buffer(buffer)
+            _warn(decoded.issues, err)
+            errors.extend(decoded.errors)
+            for run in decoded.runs:
+                memory = session.memories.for_source(run.source, run.buffer.time)
+                tracker.read = lambda address, size, _ctx, m=memory: bytes(m.read(address, size))
+                tracker.feed(run.trace_id, run.elements())
+                _warn(session.new_issues(), err)
+        total.add(tracker.profile())
+    if not total.instructions:
+        print("cstrace: note: no instructions were traced", file=err)
+    names = " ".join(Path(p).name for p in args.inputs)
+    if args.format == "functions":
+        yield from function_lines(total, args.table)
+    elif args.format == "callgrind":
+        yield from callgrind_lines(total, f"cstrace profile {names}")
+    elif args.format == "folded":
+        yield from folded_lines(total)
+    else:
+        yield flamegraph_svg(total, f"Flame graph of {names}").rstrip("\n")
 
 
 def _in_binaries(sample: object, mappings: Sequence[object]) -> bool:
@@ -940,6 +997,127 @@ def query_command(args: argparse.Namespace, err: TextIO) -> int:
     return 2 if any(i.is_error for i in issues) else 0
 
 
+# -- cstrace disasm ------------------------------------------------------------------------
+
+
+def _add_disasm_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    dis = sub.add_parser(
+        "disasm",
+        help="list every executed instruction with its function, text and source line",
+        description=(
+            "Decode INPUT and list every instruction it executed, once per execution, in "
+            "trace order (each trace source after the other): address, function+offset, "
+            "opcode, the instruction's text (capstone) and the source file:line (DWARF), "
+            "with exceptions, trace gaps, context changes, timestamps and software-trace "
+            "messages in line. Symbols and line tables come from the ELF images given with "
+            "--image (which work with every input, a snapshot whose memory dumps hold the "
+            "code included) and from those the input names."
+        ),
+    )
+    dis.add_argument(
+        "snapshot",
+        metavar="INPUT",
+        help="snapshot, trace package, perf.data recording or raw trace capture",
+    )
+    dis.add_argument(
+        "--source", action="store_true", help="interleave the source lines with the code"
+    )
+    dis.add_argument(
+        "--range",
+        metavar="START:END",
+        help="only instructions at addresses from START up to END (excluded)",
+    )
+    dis.add_argument("--function", metavar="NAME", help="only instructions of this function")
+    dis.add_argument(
+        "--last",
+        type=int,
+        metavar="N",
+        help="only the last N instructions of each trace source (what ran before the end)",
+    )
+    dis.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    add_input_options(dis)
+
+
+def _disasm_range(text: str | None) -> tuple[int | None, int | None]:
+    if text is None:
+        return None, None
+    first, sep, second = text.partition(":")
+    try:
+        start = int(first, 0) if first else None
+        end = int(second, 0) if second else None
+    except ValueError:
+        start = end = None
+        sep = ""
+    if not sep or (start is not None and end is not None and end <= start):
+        raise CstraceError(f"--range {text!r}: give START:END, two addresses with START < END")
+    return start, end
+
+
+def _disasm_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -> Iterator[str]:
+    """The output lines of ``disasm``."""
+    from cstrace.analyses.instructions import Disassembler, walk_run
+    from cstrace.analyses.symbols import Symbols
+    from cstrace.render.disasm import DisasmOptions, disasm_lines
+
+    start, end = _disasm_range(args.range)
+    if args.last is not None and args.last < 1:
+        raise CstraceError("--last must be a positive number of instructions")
+    trace = open_from_args(args)
+    _warn(trace.issues, err)
+    for text in args.image:
+        name = text.rpartition("@")[0] or text
+        with open(name, "rb") as f:
+            if f.read(4) != b"\x7fELF":
+                print(
+                    f"cstrace: warning: {name}: not an ELF file: its bytes are code, "
+                    "with no symbols or source lines",
+                    file=err,
+                )
+    symbols = Symbols.from_trace(trace)
+    if args.function is not None and not any(
+        args.function in (f.name, f.raw_name) for f in symbols.functions()
+    ):
+        raise CstraceError(
+            f"--function {args.function!r}: no function of that name in the images "
+            "(give the program with --image)"
+        )
+    options = DisasmOptions(args.source, start, end, args.function, args.last)
+    disassembler = Disassembler()
+    session = Session(trace, DecodeOptions())
+    for buffer in trace.buffers:
+        decoded = session.open_buffer(buffer)
+        _warn(decoded.issues, err)
+        errors.extend(decoded.errors)
+        for run in decoded.runs:
+            yield f"# source {run.source.name} ({run.protocol.name}), trace ID {run.trace_id:#x}"
+            yield from disasm_lines(walk_run(session, run), symbols, disassembler, options)
+            _warn(session.new_issues(), err)
+
+
+def disasm_command(args: argparse.Namespace, err: TextIO) -> int:
+    """``cstrace disasm INPUT``: the executed instructions, symbolised."""
+    errors: list[Issue] = []
+    lines = _disasm_lines(args, err, errors)
+    if args.output:
+        first = next(lines, None)  # the input is opened and checked before the file is made
+        try:
+            out_file = open(args.output, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+        except OSError as exc:
+            print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
+            return 2
+        with out_file:
+            if first is not None:
+                out_file.write(first + "\n")
+            _write(lines, out_file)
+    else:
+        stdout = sys.stdout
+        if isinstance(stdout, io.TextIOWrapper):
+            stdout.reconfigure(newline="\n")
+        _write(lines, stdout)
+        stdout.flush()
+    return 2 if errors else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = _build_parser()
@@ -956,6 +1134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return timeline_command(args, err)
         if args.command == "query":
             return query_command(args, err)
+        if args.command == "disasm":
+            return disasm_command(args, err)
         if args.command == "decode":
             trace = open_from_args(args)
             errors: list[Issue] = []

@@ -62,6 +62,7 @@ USER_DOCS = (
     "api.md",
     "protocols.md",
     "performance.md",
+    "disasm.md",
     "timeline.md",
     "query.md",
 )

@@ -26,7 +26,8 @@ How the stack is followed, per trace ID:
   running off the end of a function) is a **tail call**: the top frame is
   closed and the new function takes its place, keeping its caller and its
   return address. A branch (not a ``RET``) to the address the top frame
-  returns to is taken as the return it is.
+  returns to is taken as the return it is (``BR X30``; ``SUBS PC, LR, #4``
+  at the end of an IRQ handler).
 - An ``EXCEPTION`` element pushes an exception frame; its function is that
   of the first range after it (the handler or its vector), its return
   address the exception's preferred return address. An exception return
@@ -56,8 +57,9 @@ are only as fine as the trace's timestamps are frequent.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from cstrace.elements import (
@@ -75,6 +77,7 @@ from cstrace.elements import (
     Timestamp,
     TraceOn,
 )
+from cstrace.isa.t32 import is_wide
 
 __all__ = [
     "CYCLES",
@@ -82,6 +85,7 @@ __all__ = [
     "CallArc",
     "CallProfile",
     "CallTracker",
+    "CodeReader",
     "ExceptionProfile",
     "FunctionInfo",
     "FunctionProfile",
@@ -116,14 +120,19 @@ class _LineLike(Protocol):
     def line(self) -> int: ...
 
 
+CodeReader = Callable[[int, int, "int | None"], bytes]
+"""Reads ``size`` bytes of code at an address (in the process of a context ID), for the
+T32 instruction sizes of source-line costs."""
+
+
 class SymbolLookup(Protocol):
     """What the call tracker asks of symbols: the function and source line at an address."""
 
-    def function(self, address: int) -> _FunctionLike | None:
-        """The function holding ``address``, or None."""
+    def function(self, address: int, context_id: int | None = None) -> _FunctionLike | None:
+        """The function holding ``address`` (in the process of ``context_id``), or None."""
         ...
 
-    def line(self, address: int) -> _LineLike | None:
+    def line(self, address: int, context_id: int | None = None) -> _LineLike | None:
         """The source line of the instruction at ``address``, or None."""
         ...
 
@@ -265,6 +274,8 @@ class CallArc:
     caller: FunctionInfo
     site: int
     callee: FunctionInfo
+    site_file: str | None = None
+    site_line: int = 0
     calls: int = 0
     instructions: int = 0
     cycles: int = 0
@@ -296,6 +307,52 @@ class CallProfile:
     """The time units the trace gave (:data:`CYCLES`, :data:`TICKS`)."""
     gaps: int = 0
     relinks: int = 0
+
+    def add(self, other: CallProfile) -> None:
+        """Add the counts of ``other`` (another input) to these."""
+        for func, theirs in other.functions.items():
+            mine = self.functions.get(func)
+            if mine is None:
+                mine = self.functions[func] = FunctionProfile(func)
+            mine.calls += theirs.calls
+            mine.instructions += theirs.instructions
+            mine.cycles += theirs.cycles
+            mine.inclusive += theirs.inclusive
+            mine.handler = mine.handler or theirs.handler
+            for unit, t in theirs.timing.items():
+                mine.timing.setdefault(unit, Timing()).merge(t)
+        for number, exc in other.exceptions.items():
+            got = self.exceptions.get(number)
+            if got is None:
+                got = self.exceptions[number] = ExceptionProfile(number)
+            got.count += exc.count
+            got.instructions += exc.instructions
+            got.handlers |= exc.handlers
+            for unit, t in exc.timing.items():
+                got.timing.setdefault(unit, Timing()).merge(t)
+        for key, arc in other.arcs.items():
+            have = self.arcs.get(key)
+            if have is None:
+                have = self.arcs[key] = CallArc(
+                    arc.caller, arc.site, arc.callee, arc.site_file, arc.site_line
+                )
+            have.calls += arc.calls
+            have.instructions += arc.instructions
+            have.cycles += arc.cycles
+        for stack, count in other.stacks.items():
+            self.stacks[stack] = self.stacks.get(stack, 0) + count
+        for where, cost in other.lines.items():
+            mine_cost = self.lines.get(where)
+            if mine_cost is None:
+                mine_cost = self.lines[where] = LineCost()
+            mine_cost.instructions += cost.instructions
+            mine_cost.cycles += cost.cycles
+        self.instructions += other.instructions
+        if other.cycles is not None:
+            self.cycles = (self.cycles or 0) + other.cycles
+        self.units = tuple(u for u in (CYCLES, TICKS) if u in self.units or u in other.units)
+        self.gaps += other.gaps
+        self.relinks += other.relinks
 
     def sorted_functions(self) -> list[FunctionProfile]:
         """The functions, most instructions (inclusive, then own) first."""
@@ -356,7 +413,19 @@ class _Node:
 class _Frame:
     """One frame of a tracked stack."""
 
-    __slots__ = ("cycles0", "exc", "exc_start", "func", "instr0", "kind", "node", "ret", "site", "ticks0", "whole")
+    __slots__ = (
+        "cycles0",
+        "exc",
+        "exc_start",
+        "func",
+        "instr0",
+        "kind",
+        "node",
+        "ret",
+        "site",
+        "ticks0",
+        "whole",
+    )
 
     def __init__(
         self,
@@ -416,15 +485,17 @@ class CallTracker:
     gives the :class:`CallProfile` so far.
     """
 
-    def __init__(self, symbols: SymbolLookup) -> None:
+    def __init__(self, symbols: SymbolLookup, read: CodeReader | None = None) -> None:
         self.symbols = symbols
+        self.read = read
         self._tracks: dict[int, _Track] = {}
-        self._funcs: dict[int, FunctionInfo | None] = {}
+        self._funcs: dict[tuple[int, int | None], FunctionInfo | None] = {}
+        self._ctx: int | None = None
         self._roots: dict[int, _Node] = {}
         self._functions: dict[FunctionInfo, FunctionProfile] = {}
         self._exceptions: dict[int, ExceptionProfile] = {}
         self._arcs: dict[tuple[FunctionInfo, int, FunctionInfo], CallArc] = {}
-        self._ranges: dict[tuple[FunctionInfo, int, int, int, int], list[int]] = {}
+        self._ranges: dict[tuple[FunctionInfo, int | None, int, int, int, int], list[int]] = {}
         self._active: dict[FunctionInfo, int] = {}
         self._units: set[str] = set()
         self._gaps = 0
@@ -432,18 +503,19 @@ class CallTracker:
 
     # -- symbols --------------------------------------------------------------------------
 
-    def _lookup(self, address: int) -> FunctionInfo | None:
-        if address in self._funcs:
-            return self._funcs[address]
-        f = self.symbols.function(address)
+    def _lookup(self, address: int, ctx: int | None) -> FunctionInfo | None:
+        key = (address, ctx)
+        if key in self._funcs:
+            return self._funcs[key]
+        f = self.symbols.function(address, ctx)
         info = None
         if f is not None:
             info = FunctionInfo(f.name, f.start, f.end, f.file, f.line)
-        self._funcs[address] = info
+        self._funcs[key] = info
         return info
 
     def _function(self, address: int, called: bool) -> FunctionInfo:
-        info = self._lookup(address)
+        info = self._lookup(address, self._ctx)
         if info is not None:
             return info
         return FunctionInfo(f"0x{address:x}", address) if called else UNKNOWN
@@ -501,7 +573,7 @@ class CallTracker:
             key = (caller, frame.site, func)
             arc = self._arcs.get(key)
             if arc is None:
-                arc = self._arcs[key] = CallArc(caller, frame.site, func)
+                arc = self._arcs[key] = self._new_arc(caller, frame.site, func)
             arc.calls += 1
             arc.instructions += instructions
             arc.cycles += cycles
@@ -527,8 +599,8 @@ class CallTracker:
         out = []
         if clock.cycles is not None and cycles0 is not None:
             out.append((CYCLES, clock.cycles - cycles0))
-        if clock.ticks is not None and ticks0 is not None:
-            out.append((TICKS, clock.ticks - ticks0))
+        if clock.ticks is not None and ticks0 is not None and clock.ticks >= ticks0:
+            out.append((TICKS, clock.ticks - ticks0))  # (not when timestamps went back)
         return out
 
     def _replace(self, track: _Track, func: FunctionInfo) -> None:
@@ -548,6 +620,7 @@ class CallTracker:
         frame = track.stack[-1]
         frame.exc = old.exc
         frame.exc_start = old.exc_start
+
     def _return_to(self, track: _Track, address: int, kinds: tuple[int, ...]) -> bool:
         """Pop down to the frame of ``kinds`` returning to ``address``; False if none does."""
         stack = track.stack
@@ -558,16 +631,25 @@ class CallTracker:
                 return True
         return False
 
-    def _settle(self, track: _Track, address: int, func: FunctionInfo) -> None:
-        """After a return: make the top frame ``func``'s, popping or re-linking as needed."""
+    def _belongs(self, func: FunctionInfo, address: int) -> bool:
+        """Whether ``address`` is in ``func``: by its symbol, or, for a function no symbol
+        covers, when no symbol covers ``address`` either (its bounds are unknown)."""
+        if func.end:
+            return func.start <= address < func.end
+        return self._lookup(address, self._ctx) is None
+
+    def _settle(self, track: _Track, address: int) -> None:
+        """After a return: make the top frame ``address``'s function's, popping or
+        replacing as needed."""
         stack = track.stack
-        if stack and stack[-1].func == func:
+        if stack and self._belongs(stack[-1].func, address):
             return
         for i in range(len(stack) - 2, -1, -1):
-            if stack[i].func == func:
+            if self._belongs(stack[i].func, address):
                 while len(stack) > i + 1:
                     self._pop(track)
                 return
+        func = self._function(address, False)
         if stack:
             self._replace(track, func)
             return
@@ -582,8 +664,7 @@ class CallTracker:
         node = _Node(func, None)
         self._roots[id(node)] = node
         if bottom.node.parent is None:
-            bottom.node.parent = node
-            del self._roots[id(bottom.node)]
+            bottom.node.parent = node  # (it stays among the roots: the walk starts there too)
         frame = _Frame(func, node, _ROOT, None, 0, track.clock)
         track.stack.insert(0, frame)
         self._active[func] = self._active.get(func, 0) + 1
@@ -603,7 +684,7 @@ class CallTracker:
             )
         elif nxt == _NEXT_RET:
             if self._return_to(track, address, (_CALL,)):
-                self._settle(track, address, self._function(address, False))
+                self._settle(track, address)
             elif len(stack) == 1 and stack[0].kind == _ROOT:
                 self._relink(track, address)
             else:
@@ -612,14 +693,14 @@ class CallTracker:
                 if not stack:
                     self._push(track, self._function(address, False), _ROOT, None, 0)
                 else:
-                    self._settle(track, address, self._function(address, False))
+                    self._settle(track, address)
         elif nxt == _NEXT_ERET:
             exc = next((i for i in range(len(stack) - 1, -1, -1) if stack[i].kind == _EXC), None)
             if exc is not None:
                 while len(stack) > exc:
                     self._pop(track)
             if stack:
-                self._settle(track, address, self._function(address, False))
+                self._settle(track, address)
             else:
                 self._push(track, self._function(address, False), _ROOT, None, 0)
         elif nxt == _NEXT_GAP:
@@ -639,11 +720,12 @@ class CallTracker:
             top = stack[-1] if stack else None
             if top is None:
                 self._push(track, self._function(address, False), _ROOT, None, 0)
-            elif top.func.end and top.func.start <= address < top.func.end:
+            elif self._belongs(top.func, address):
                 pass
-            elif top.kind == _CALL and top.ret == address:
-                self._pop(track)  # a return by a plain branch (BR X30, B to the call site)
-                self._settle(track, address, self._function(address, False))
+            elif top.kind != _ROOT and top.ret == address:
+                # A return by another branch: BR X30, SUBS PC, LR, #4 from an IRQ handler.
+                self._pop(track)
+                self._settle(track, address)
             else:
                 func = self._function(address, False)
                 if func != top.func:
@@ -714,7 +796,14 @@ class CallTracker:
         stats.instructions += num
         stats.cycles += cycles
         track.clock.instructions += num
-        key = (frame.func, int(elem.isa), start, end, elem.last_size if end == elem.end else 0)
+        key = (
+            frame.func,
+            self._ctx,
+            int(elem.isa),
+            start,
+            end,
+            elem.last_size if end == elem.end else 0,
+        )
         got = self._ranges.get(key)
         if got is None:
             self._ranges[key] = [1, num, cycles]
@@ -739,10 +828,11 @@ class CallTracker:
         track.exc_number = elem.number
         track.exc_ret = resume
 
-    def _gap(self, track: _Track) -> None:
+    def _gap(self, track: _Track, count: bool = True) -> None:
+        if track.stack and count:
+            self._gaps += 1  # (the start and the end of the trace are not gaps)
         self._close_all(track)
         track.next = _NEXT_GAP
-        self._gaps += 1
 
     def feed(self, trace_id: int, elements: Iterable[Element]) -> None:
         """Follow the elements of the source ``trace_id`` (continuing its earlier ones)."""
@@ -750,6 +840,7 @@ class CallTracker:
         if track is None:
             track = self._tracks[trace_id] = _Track()
         clock = track.clock
+        self._ctx = track.ctx
         for elem in elements:
             kind = type(elem)
             if kind is InstrRange:
@@ -772,14 +863,14 @@ class CallTracker:
                     track.next = _NEXT_ERET
             elif kind in _GAPS:
                 if track.next != _NEXT_GAP:
-                    self._gap(track)
+                    self._gap(track, kind is not EoTrace)
             elif kind is PEContext:
                 assert isinstance(elem, PEContext)
                 if elem.context.ctxt_id_valid:
                     ctx = elem.context.context_id
                     if track.ctx is not None and ctx != track.ctx:
                         self._gap(track)
-                    track.ctx = ctx
+                    track.ctx = self._ctx = ctx
 
     # -- results --------------------------------------------------------------------------
 
@@ -811,14 +902,16 @@ class CallTracker:
 
     def _lines(self) -> dict[tuple[FunctionInfo, str | None, int], LineCost]:
         out: dict[tuple[FunctionInfo, str | None, int], LineCost] = {}
-        cache: dict[int, tuple[str | None, int]] = {}
-        for (func, isa, start, end, last_size), (count, num, cycles) in self._ranges.items():
-            addresses = _addresses(isa, start, end, num, last_size)
+        cache: dict[tuple[int, int | None], tuple[str | None, int]] = {}
+        for key, (count, num, cycles) in self._ranges.items():
+            func, ctx, isa, start, end, last_size = key
+            addresses = self._addresses(isa, start, end, num, last_size, ctx)
             for i, address in enumerate(addresses):
-                where = cache.get(address)
+                where = cache.get((address, ctx))
                 if where is None:
-                    ln = self.symbols.line(address)
-                    where = cache[address] = (ln.file, ln.line) if ln is not None else (None, 0)
+                    ln = self.symbols.line(address, ctx)
+                    where = (ln.file, ln.line) if ln is not None else (None, 0)
+                    cache[(address, ctx)] = where
                 cost = out.get((func, *where))
                 if cost is None:
                     cost = out[(func, *where)] = LineCost()
@@ -826,6 +919,54 @@ class CallTracker:
                 if i == len(addresses) - 1:
                     cost.cycles += cycles
         return out
+
+    def _addresses(
+        self, isa: int, start: int, end: int, num: int, last_size: int, ctx: int | None
+    ) -> list[int]:
+        """The addresses of the ``num`` instructions of a range.
+
+        T32 sizes come from the code read through ``read`` (the first halfword
+        says 2 or 4 bytes); without it, or where it gives nothing, T32
+        instructions are taken as 2 bytes but the last.
+        """
+        if num <= 0:
+            return []
+        if isa != Isa.T32:
+            return [start + 4 * i for i in range(num)]
+        code = self.read(start, end - start, ctx) if self.read is not None else b""
+        out: list[int] = []
+        address = start
+        while len(out) < num - 1:
+            out.append(address)
+            off = address - start
+            wide = off + 2 <= len(code) and is_wide(int.from_bytes(code[off : off + 2], "little"))
+            address += 4 if wide else 2
+        out.append(end - last_size if last_size else address)
+        return out
+
+    def _new_arc(self, caller: FunctionInfo, site: int, callee: FunctionInfo) -> CallArc:
+        arc = CallArc(caller, site, callee)
+        if site:
+            where = self.symbols.line(site, self._ctx)
+            if where is not None:
+                arc.site_file, arc.site_line = where.file, where.line
+        return arc
+
+    def _open_arcs(self) -> dict[tuple[FunctionInfo, int, FunctionInfo], CallArc]:
+        """The call arcs, with the calls still open at the end counted up to there."""
+        arcs = {k: replace(a) for k, a in self._arcs.items()}
+        for track in self._tracks.values():
+            stack, clock = track.stack, track.clock
+            for caller, frame in itertools.pairwise(stack):
+                key = (caller.func, frame.site, frame.func)
+                arc = arcs.get(key)
+                if arc is None:
+                    arc = arcs[key] = self._new_arc(caller.func, frame.site, frame.func)
+                arc.calls += 1
+                arc.instructions += clock.instructions - frame.instr0
+                if clock.cycles is not None and frame.cycles0 is not None:
+                    arc.cycles += clock.cycles - frame.cycles0
+        return arcs
 
     def profile(self) -> CallProfile:
         """The counts so far (frames still open count their instructions but no time)."""
@@ -836,7 +977,7 @@ class CallTracker:
         return CallProfile(
             functions=dict(self._functions),
             exceptions=dict(self._exceptions),
-            arcs=dict(self._arcs),
+            arcs=self._open_arcs(),
             stacks=self._folded(),
             lines=self._lines(),
             instructions=sum(t.clock.instructions for t in self._tracks.values()),
@@ -845,14 +986,3 @@ class CallTracker:
             gaps=self._gaps,
             relinks=self._relinks,
         )
-
-
-def _addresses(isa: int, start: int, end: int, num: int, last_size: int) -> list[int]:
-    """The addresses of the ``num`` instructions of a range (T32: 2-byte steps but the last)."""
-    if num <= 0:
-        return []
-    if isa != Isa.T32:
-        return [start + 4 * i for i in range(num)]
-    out = [start + 2 * i for i in range(num - 1)]
-    out.append(end - last_size if last_size else start + 2 * (num - 1))
-    return out

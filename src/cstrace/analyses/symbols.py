@@ -309,6 +309,20 @@ def _file_names(program: Any, comp_dir: str) -> list[str]:
     return out
 
 
+def _read_source(file: str, folder: str) -> list[str] | None:
+    """The lines of source ``file`` (relative: from here, else from ``folder``), or None."""
+    candidates = [Path(file)]
+    if not os.path.isabs(file) and folder:
+        candidates.append(Path(folder) / file)
+    for p in candidates:
+        try:
+            if p.is_file() and p.stat().st_size <= _MAX_SOURCE_BYTES:
+                return p.read_bytes().decode("utf-8", "replace").splitlines()
+        except OSError:
+            continue
+    return None
+
+
 # -- many images, in run-time addresses ---------------------------------------------------
 
 
@@ -343,7 +357,7 @@ class Symbols:
         self._fcache: dict[int, Function | None] = {}
         self._lcache: dict[int, SourceLine | None] = {}
         self._scache: dict[str, list[str] | None] = {}
-        self._known_files: set[str] | None = None
+        self._known_files: dict[str, str] | None = None
 
     # -- adding images ---------------------------------------------------------------
 
@@ -403,17 +417,19 @@ class Symbols:
                 continue
             if trace.events is not None and trace.binaries is not None:
                 continue  # a recording's binary: placed by its memory maps, per process
+            # An image named on the command line must be good; the input's own are taken
+            # where they can be read (decoding reports the others).
+            strict = image.origin.path == "command line"
             try:
                 if not image.file.exists():
                     continue
                 data = image.file.read()
-            except CstraceError:
-                continue
-            if data[:4] != b"\x7fELF":
-                continue
-            try:
+                if data[:4] != b"\x7fELF":
+                    continue
                 out.add_elf_bytes(data, image.file.name)
             except CstraceError:
+                if strict:
+                    raise
                 continue
             placed = out._placed[-1]
             if image.base is not None:
@@ -631,23 +647,26 @@ class Symbols:
 
     def source(self, file: str, line: int) -> str | None:
         """The text of ``line`` (1-based) of source ``file``, without its line end; None when
-        the file is not there or DWARF does not name it (nothing else is ever read)."""
+        the file is not there or DWARF does not name it (nothing else is ever read).
+
+        A relative path is looked for from the current folder, then from the folder of
+        the ELF file whose DWARF names it (a build tree moved along with its program)."""
         lines = self._scache.get(file)
         if file not in self._scache:
             if self._known_files is None:
                 if not self._lines_ready:
                     self._build_lines()
-                known = {ln.file for ln in self._llines}
-                known.update(f.file for f in self._funcs if f.file is not None)
+                known: dict[str, str] = {}
+                for placed in self._placed:
+                    folder = os.path.dirname(placed.elf.name)
+                    table = placed.elf.lines()
+                    for ln in (*table.lines, *table.decls.values()):
+                        known.setdefault(ln.file, folder)
                 self._known_files = known
             lines = None
-            if file in self._known_files:
-                try:
-                    p = Path(file)
-                    if p.is_file() and p.stat().st_size <= _MAX_SOURCE_BYTES:
-                        lines = p.read_bytes().decode("utf-8", "replace").splitlines()
-                except OSError:
-                    lines = None
+            where = self._known_files.get(file)
+            if where is not None:
+                lines = _read_source(file, where)
             self._scache[file] = lines
         if lines is None or not 1 <= line <= len(lines):
             return None
