@@ -147,6 +147,23 @@ def test_function_slices_are_the_emulators_calls(built: prog.Program, tmp_path: 
     assert markers == ["trace on (normal)", "end of trace"]
 
 
+@needs_program
+def test_timestamps_clock(built: prog.Program, tmp_path: Path) -> None:
+    # A timestamp after every waypoint, counting the instructions executed: the slices on
+    # the timestamps clock are the emulator's calls again.
+    capture = prog.timed_capture(built, tmp_path / "timed.bin")
+    regs = [f"--reg=0x10:{k}={v:#x}" for k, v in prog.TIMED_REGISTERS.items()]
+    got = timeline(
+        tmp_path, str(capture), f"--image={built.path}@{prog.BASE:#x}",
+        "--protocol=0x10=ETM4.0", "--core=0x10=Cortex-A53", *regs,
+    )  # fmt: skip
+    uid = got.track("trace_0x10 (etmv4) [timestamps]")
+    assert "timestamp tick" in got.tracks[uid].description
+    for name, end in (("f1", "f2"), ("f2", "work")):
+        spans = [(s[2], s[3]) for s in got.slices if s[0] == uid and s[1] == name]
+        assert spans == calls(built, name, end)
+
+
 def test_software_trace_strings_and_values(tmp_path: Path) -> None:
     got = timeline(tmp_path, str(ROOT / "examples" / "stm_demo"))
     uid = got.track("STM_0 (stm) [timestamps]")
