@@ -147,3 +147,17 @@ def test_elements_table_formats_and_parquet(tmp_path: Path) -> None:
 def test_sql_errors_are_one_line() -> None:
     _, err = query(str(ROOT / "examples" / "stm_demo"), "SELECT * FROM nowhere", status=2)
     assert err.startswith("cstrace: error: query: ") and len(err.splitlines()) == 1
+
+
+def test_decode_parquet_output_is_the_elements_table(tmp_path: Path) -> None:
+    snapshot = str(ROOT / "examples" / "etm_demo")
+    path = tmp_path / "elements.parquet"
+    err = io.StringIO()
+    try:
+        with redirect_stderr(err):
+            status = main(["decode", snapshot, "--format", "parquet", "-o", str(path)])
+    except SystemExit:
+        pytest.skip("cstrace decode --format parquet is not in this build")
+    assert status == 0, err.getvalue()
+    sql = "SELECT trace_id, type, count(*) AS n FROM elements GROUP BY ALL ORDER BY ALL"
+    assert query(str(path), sql)[0] == query(snapshot, sql)[0]

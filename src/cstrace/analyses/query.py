@@ -118,20 +118,26 @@ class _Builder:
         self.instr = _Columns(_INSTR)
         self.msgs = _Columns(_MSGS)
         self.calls = CallTracker(symbols) if "functions" in want else None
-        self._where: dict[int, tuple[str | None, int | None, str | None, int | None]] = {}
+        self._where: dict[
+            tuple[int, int | None], tuple[str | None, int | None, str | None, int | None]
+        ] = {}
 
-    def _place(self, address: int) -> tuple[str | None, int | None, str | None, int | None]:
-        got = self._where.get(address)
+    def _place(
+        self, address: int, context_id: int | None
+    ) -> tuple[str | None, int | None, str | None, int | None]:
+        key = (address, context_id)
+        got = self._where.get(key)
         if got is None:
-            f = self.symbols.function(address)
-            src = self.symbols.line(address)
+            # A recording's processes: the context says which program is at the address.
+            f = self.symbols.function(address, context_id)
+            src = self.symbols.line(address, context_id)
             got = (
                 f.name if f is not None else None,
                 address - f.start if f is not None else None,
                 src.file if src is not None else None,
                 src.line if src is not None else None,
             )
-            self._where[address] = got
+            self._where[key] = got
         return got
 
     def run(self, session: Any, run: Any, pa: Any) -> None:
@@ -164,7 +170,7 @@ class _Builder:
                     if type(step) is not Executed:
                         continue
                     assert isinstance(step, Executed)
-                    func, off, file, line = self._place(step.address)
+                    func, off, file, line = self._place(step.address, step.context_id)
                     add(
                         tid, buffer, step.index, step.address, step.size, step.isa.name,
                         step.opcode.hex(), func, off, file, line,
