@@ -565,6 +565,14 @@ def _add_timeline_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser
         "Default: svg when FILE ends in .svg, else perfetto",
     )
     tl.add_argument(
+        "--max-slices",
+        type=int,
+        default=2_000_000,
+        metavar="N",
+        help="keep the first N function slices (default 2000000); later calls are counted "
+        "in the track's description",
+    )
+    tl.add_argument(
         "-b",
         "--buffer",
         action="append",
@@ -922,7 +930,9 @@ def timeline_command(args: argparse.Namespace, err: TextIO) -> int:
     for inf in trace.inferred:
         print(f"cstrace: note: configuration {inf.describe()}", file=err)
     issues: list[Issue] = []
-    timeline = trace_timeline(trace, buffers=args.buffer, issues=issues)
+    if args.max_slices < 0:
+        raise CstraceError("--max-slices must not be negative")
+    timeline = trace_timeline(trace, buffers=args.buffer, issues=issues, max_slices=args.max_slices)
     _warn(issues, err)
     svg = args.format == "svg" or (args.format is None and args.output.endswith(".svg"))
     try:

@@ -145,6 +145,16 @@ def test_function_slices_are_the_emulators_calls(built: prog.Program, tmp_path: 
     assert all(s[5] == "function" for s in mine)
     markers = [i[1] for i in got.instants if got.tracks[i[0]].parent_uuid == uid]
     assert markers == ["trace on (normal)", "end of trace"]
+    # A bound on the slices kept: the first ones, the others counted on the track.
+    few = timeline(
+        tmp_path, str(built.capture), f"--image={built.path}@{prog.BASE:#x}",
+        "--protocol=0x10=ETM4.0", "--core=0x10=Cortex-A53", *regs, "--max-slices", "4",
+    )  # fmt: skip
+    uid = few.track("trace_0x10 (etmv4) [instructions]")
+    kept = [s for s in few.slices if s[0] == uid]
+    assert [(s[1], s[2], s[3]) for s in kept] == [(s[1], s[2], s[3]) for s in mine[:6]]
+    # (_start and work are still running when the trace ends: kept, not counted.)
+    assert f"{len(mine) - 2 - 4} calls left out" in few.tracks[uid].description
 
 
 @needs_program

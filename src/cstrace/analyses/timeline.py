@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLOCKS",
+    "MAX_SLICES",
     "CounterPoint",
     "Instant",
     "Slice",
@@ -74,6 +75,10 @@ __all__ = [
     "Track",
     "trace_timeline",
 ]
+
+MAX_SLICES = 2_000_000
+"""Function slices kept by default; the calls after them are counted, not drawn (the track's
+description says how many), so that memory stays bounded on long traces."""
 
 CLOCKS = ("timestamps", "cycles", "instructions", "elements")
 """The clocks a track's times can be in, best first (see the module doc)."""
@@ -159,9 +164,13 @@ class _SliceTracker(CallTracker):
     """:class:`CallTracker` that also keeps each frame it closes, with its start and end
     (instruction counts of its trace ID) and its depth."""
 
-    def __init__(self, symbols: SymbolLookup) -> None:
+    def __init__(self, symbols: SymbolLookup, max_slices: int | None = None) -> None:
         super().__init__(symbols)
         self.closed: dict[int, list[tuple[FunctionInfo, int | None, int, int]]] = {}
+        self.max_slices = max_slices
+        self.kept = 0
+        self.dropped: dict[int, int] = {}
+        """Per trace ID, the calls left out once ``max_slices`` were kept."""
         self._tid = 0
 
     def feed(self, trace_id: int, elements: Iterable[Element]) -> None:
@@ -172,6 +181,10 @@ class _SliceTracker(CallTracker):
     def _pop(self, track: object) -> object:  # type: ignore[override]
         frame = super()._pop(track)  # type: ignore[arg-type]
         end = track.clock.instructions  # type: ignore[attr-defined]
+        if self.max_slices is not None and self.kept >= self.max_slices:
+            self.dropped[self._tid] = self.dropped.get(self._tid, 0) + 1
+            return frame
+        self.kept += 1
         self.closed.setdefault(self._tid, []).append((frame.func, frame.exc, frame.instr0, end))
         return frame
 
@@ -250,8 +263,8 @@ class TimelineBuilder:
     places every event on its source's clock.
     """
 
-    def __init__(self, symbols: SymbolLookup) -> None:
-        self._calls = _SliceTracker(symbols)
+    def __init__(self, symbols: SymbolLookup, max_slices: int | None = MAX_SLICES) -> None:
+        self._calls = _SliceTracker(symbols, max_slices)
         self._sources: dict[tuple[int, str], _Source] = {}
         self._uids = 0
 
@@ -364,7 +377,11 @@ class TimelineBuilder:
             "elements": "1 ns = 1 element (no timestamps)",
         }[clock]
         name = f"{src.name} ({src.protocol}) [{clock}]"
-        out.tracks.append(Track(src.uid, name, f"trace ID 0x{tid:02x}; {unit}", clock=clock))
+        about = f"trace ID 0x{tid:02x}; {unit}"
+        dropped = calls.dropped.get(tid, 0)
+        if dropped:
+            about += f"; {dropped} calls left out after the first {calls.max_slices} slices"
+        out.tracks.append(Track(src.uid, name, about, clock=clock))
         # Function and exception slices, nested, parents first.
         if closed:
             starts = place(np.array([c[2] for c in closed], dtype=np.int64))
@@ -465,18 +482,20 @@ def trace_timeline(
     buffers: Sequence[str] | None = None,
     options: DecodeOptions | None = None,
     issues: list[Issue] | None = None,
+    max_slices: int | None = MAX_SLICES,
 ) -> Timeline:
     """Decode ``trace`` (every buffer, or those named, in order) into a :class:`Timeline`.
 
     ``symbols`` name the functions (default: the symbols of the trace's ELF
-    images); problems met while decoding are added to ``issues`` when given.
+    images); problems met while decoding are added to ``issues`` when given;
+    function slices after the first ``max_slices`` are counted, not kept.
     """
     from cstrace.analyses.symbols import Symbols
     from cstrace.decode import Session
 
     if symbols is None:
         symbols = Symbols.from_trace(trace)
-    builder = TimelineBuilder(symbols)
+    builder = TimelineBuilder(symbols, max_slices)
     session = Session(trace, options)
     names = list(buffers) if buffers is not None else [b.name for b in trace.buffers]
     for name in names:
