@@ -226,3 +226,22 @@ def test_bad_files_are_located_errors(tmp_path: Path) -> None:
 def test_function_record() -> None:
     f = Function("f", "f", 0x100, 0x110, "x")
     assert 0x10F in f and 0x110 not in f
+
+
+def test_a_recordings_binaries_through_its_resolver() -> None:
+    from cstrace.memory.binaries import Binary, Mapping, StaticResolver
+    from cstrace.memory.elf import load_elf
+
+    path = EXAMPLE / "program.elf"
+    binary = Binary("/system/bin/demo", image=load_elf(path.read_bytes(), str(path)))
+    delta = 0x7000_0000_0000 - 0x40_0000
+    mapping = Mapping(0x40_0000 + delta, 0x40_003C + delta, binary, delta)
+    s = Symbols()
+    s.add_resolver(StaticResolver(per_context=[(42, mapping)]))
+    f = s.function(0x40_0038 + delta, context_id=42)
+    assert f is not None and f.name == "square"
+    assert (f.start, f.end) == (0x40_0034 + delta, 0x40_003C + delta)
+    assert s.name(0x40_0038 + delta, 42) == "square+0x4"
+    assert s.line(0x40_0038 + delta, 42) == SourceLine("program.s", 21)
+    assert s.function(0x40_0038 + delta, context_id=7) is None  # another process
+    assert s.function(0x40_0038) is None

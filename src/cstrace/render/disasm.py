@@ -6,15 +6,17 @@ executed instructions and the other elements, in trace order), its
 :class:`~cstrace.analyses.instructions.Disassembler`. Output: text lines::
 
     -- PE_CONTEXT       A64  EL0 NS 64-bit ctxtid 0x2a
-    0000000000400000  _start                  d2800013   mov x19, #0                  program.s:5
-    000000000040000c  _start+0xc              9400000a   bl #0x400034                 program.s:9
+    0000000000400000  _start                 d2800013   mov x19, #0                  program.s:5
+    000000000040000c  _start+0xc             9400000a   bl #0x400034 <square>        program.s:9
 
 an instruction per line (address, ``function+offset``, opcode, capstone's
 text, ``file:line``), the other elements as ``-- TYPE details`` lines in their
 place (exceptions, trace on and gaps, context changes, timestamps,
-software-trace messages). With ``source``, each change of source line is a
-line of its own (``file:line  text of the line``) before the instructions it
-made, which then leave ``file:line`` out.
+software-trace messages); where the input says who ran (a perf.data
+recording), a ``-- RUNNING cpu N  pid N  tid N`` line where that changes.
+With ``source``, each change of source line is a line of its own
+(``file:line  text of the line``) before the instructions it made, which then
+leave ``file:line`` out.
 
 Filters (:class:`DisasmOptions`): an address range, a function name, and the
 last N instructions only (the post-mortem view). With an address or function
@@ -38,6 +40,7 @@ __all__ = ["DisasmOptions", "disasm_lines", "opcode_text"]
 
 _SYMBOL_WIDTH = 22
 _TEXT_WIDTH = 36
+_MAX_ROWS = 1 << 18  # instruction lines kept for reuse
 # A direct branch (A64, A32, T32: B, BL, BLX, CBZ, CBNZ, TBZ, TBNZ, with a condition and a
 # width qualifier) to an immediate address, as capstone writes it.
 _CONDS = "eq|ne|cs|hs|cc|lo|mi|pl|vs|vc|hi|ls|ge|lt|gt|le|al"
@@ -77,12 +80,15 @@ def opcode_text(isa: Isa, opcode: bytes) -> str:
 class _Row:
     """One instruction, ready to write: what the filters and the source lines need."""
 
-    __slots__ = ("line", "text", "where")
+    __slots__ = ("full", "line", "text", "where")
 
     def __init__(self, text: str, where: SourceLine | None) -> None:
         self.text = text
         self.where = where
         self.line = ""
+        """Without the source line."""
+        self.full = ""
+        """With ``file:line`` at the end."""
 
 
 def disasm_lines(
@@ -129,19 +135,28 @@ def _with_source(
             last = row.where
             yield row.line.rstrip()
         else:
-            where = "" if row.where is None else f"  {row.where.file}:{row.where.line}"
-            yield (row.line + where).rstrip()
+            yield row.full
 
 
 def _rows(
     steps: Iterable[Step], symbols: Symbols, disassembler: Disassembler, opts: DisasmOptions
 ) -> Iterator[str | _Row]:
     text_of = disassembler.text
-    targets: dict[str, str] = {}
+    made: dict[tuple[int, int | None, bytes, str], _Row] = {}
     start, end, function = opts.start, opts.end, opts.function
     filtered = opts.filtered
     shown = not filtered
+    who: tuple[int | None, int | None, int | None] = (None, None, None)
     for step in steps:
+        now = (step.cpu, step.pid, step.tid)
+        if now != who:
+            # Who runs changed (a recording says): a line of its own, where it changed.
+            who = now
+            if shown:
+                yield "-- RUNNING          " + "  ".join(
+                    f"{label} {'-' if value is None else value}"
+                    for label, value in zip(("cpu", "pid", "tid"), now, strict=True)
+                )
         if isinstance(step, Passed):
             if shown:
                 elem = step.element
@@ -151,31 +166,41 @@ def _rows(
         address = step.address
         # Text first, in execution order: T32 IT blocks are followed even when not shown.
         text = text_of(address, step.isa, step.opcode)
-        shown_text = targets.get(text)
-        if shown_text is None:
-            shown_text = targets[text] = _with_target(text, symbols, step.context_id)
+        ctx = step.context_id
         if filtered:
             shown = (start is None or address >= start) and (end is None or address < end)
             if shown and function is not None:
-                f = symbols.function(address, step.context_id)
+                f = symbols.function(address, ctx)
                 shown = f is not None and function in (f.name, f.raw_name)
             if not shown:
                 continue
-        row = _Row(text, symbols.line(address, step.context_id))
-        width = 16 if step.isa == Isa.A64 else 8
-        f = symbols.function(address, step.context_id)
-        name = (
-            ""
-            if f is None
-            else f.name
-            if address == f.start
-            else f"{f.name}+{address - f.start:#x}"
-        )
-        row.line = (
-            f"{address:0{width}x}  {name:<{_SYMBOL_WIDTH}} "
-            f"{opcode_text(step.isa, step.opcode):<10} {shown_text:<{_TEXT_WIDTH}}"
-        )
+        # The same instruction at the same place makes the same line: made once.
+        key = (address, ctx, step.opcode, text)
+        row = made.get(key)
+        if row is None:
+            if len(made) >= _MAX_ROWS:
+                made.clear()
+            row = made[key] = _make_row(step, text, symbols)
         yield row
+
+
+def _make_row(step: Executed, text: str, symbols: Symbols) -> _Row:
+    address, ctx = step.address, step.context_id
+    row = _Row(text, symbols.line(address, ctx))
+    width = 16 if step.isa == Isa.A64 else 8
+    f = symbols.function(address, ctx)
+    if f is None:
+        name = ""
+    else:
+        name = f.name if address == f.start else f"{f.name}+{address - f.start:#x}"
+    shown = _with_target(text, symbols, ctx)
+    row.line = (
+        f"{address:0{width}x}  {name:<{_SYMBOL_WIDTH}} "
+        f"{opcode_text(step.isa, step.opcode):<10} {shown:<{_TEXT_WIDTH}}"
+    )
+    where = row.where
+    row.full = (row.line + ("" if where is None else f"  {where.file}:{where.line}")).rstrip()
+    return row
 
 
 def _with_target(text: str, symbols: Symbols, context_id: int | None) -> str:
