@@ -851,7 +851,7 @@ def _profile_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -
 
 def _call_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -> Iterator[str]:
     """The output lines of ``profile --format functions|callgrind|folded|flamegraph``."""
-    from cstrace.analyses.calls import CallProfile, CallTracker
+    from cstrace.analyses.calls import CallProfile, CallTracker, memory_reader
     from cstrace.analyses.symbols import Symbols
     from cstrace.render.calls import (
         callgrind_lines,
@@ -870,8 +870,7 @@ def _call_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -> I
             _warn(decoded.issues, err)
             errors.extend(decoded.errors)
             for run in decoded.runs:
-                memory = session.memories.for_source(run.source, run.buffer.time)
-                tracker.read = lambda address, size, _ctx, m=memory: bytes(m.read(address, size))
+                tracker.read = memory_reader(session, run)
                 tracker.feed(run.trace_id, run.elements())
                 _warn(session.new_issues(), err)
         total.add(tracker.profile())

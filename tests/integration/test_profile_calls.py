@@ -125,7 +125,7 @@ def test_times_per_call_are_the_emulators(timed: prog.Program) -> None:
         assert (t["count"], t["total"]) == (len(calls), sum(calls))
         assert (t["min"], t["max"]) == (min(calls), max(calls))
     text = profile(timed, "functions", timestamps=True)
-    assert "times per call in timestamp ticks" in text.splitlines()[0]
+    assert "time per call in timestamp ticks" in text.splitlines()[0]
 
 
 def test_callgrind_annotate_names_the_hot_function(built: prog.Program, tmp_path: Path) -> None:
@@ -154,3 +154,31 @@ def test_the_flame_graph_is_svg_with_a_box_per_stack(built: prog.Program) -> Non
     titles = [t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}title")]
     assert any(t.startswith("_start;work;f1 (") for t in titles)
     assert any(t.startswith("_start;work;f2 (") for t in titles)
+
+
+DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+
+
+def test_the_docs_flame_graph_is_the_commands(tmp_path: Path) -> None:
+    out = tmp_path / "flamegraph.svg"
+    root = DOCS_IMG.parents[1]
+    subprocess.run(
+        [sys.executable, "-m", "cstrace.cli", "profile", "examples/etm_demo",
+         "--image", "examples/etm_demo/program.elf", "--format", "flamegraph", "-o", str(out)],
+        check=True, cwd=root, capture_output=True,
+    )  # fmt: skip
+    committed = DOCS_IMG / "flamegraph.svg"
+    assert out.read_bytes() == committed.read_bytes(), (
+        "docs/img/flamegraph.svg is stale: run docs/img/make_flamegraphs.py"
+    )
+
+
+def test_the_docs_flame_graph_of_the_program_has_its_stacks(built: prog.Program) -> None:
+    def stacks(svg: str) -> set[str]:
+        root = ET.fromstring(svg)
+        titles = [t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}title")]
+        return {t.split(" (")[0] for t in titles}
+
+    committed = stacks((DOCS_IMG / "flamegraph-program.svg").read_text())
+    assert committed == stacks(profile(built, "flamegraph"))
+    assert "_start;work;f1" in committed

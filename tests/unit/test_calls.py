@@ -146,7 +146,7 @@ def test_an_exception_is_timed_from_entry_to_its_return() -> None:
         rng(0x100C, 1),
     ])  # fmt: skip
     exc = prof.exceptions[5]
-    assert exc.count == 2 and exc.handlers == {"irq"} and exc.instructions == 7
+    assert exc.count == exc.returned == 2 and exc.handlers == {"irq"} and exc.instructions == 7
     t = exc.timing[TICKS]
     assert (t.count, t.total, t.minimum, t.maximum) == (2, 80, 30, 50)
     assert prof.stacks == {("main",): 4, ("main", "irq"): 7}
@@ -200,11 +200,13 @@ def test_renderers_write_the_profile() -> None:
     # b's first line 0x300, called from line 0x200 (a's BL)
     assert cg[i + 1 : i + 3] == ["calls=1 768", "512 4 4"]
     text = list(function_lines(prof))
-    assert text[0].startswith("12 instructions in 3 functions; times per call in cycles")
+    assert text[0].startswith("12 instructions in 3 functions; time per call in cycles")
     row = next(r.split() for r in text if r.startswith("a "))
-    assert row[:6] == ["a", "1", "3", "7", "3", "1"]  # calls, own, inclusive, cycles, timed
+    # calls, returned, own, inclusive, own cycles, cycles total, min, max, average
+    assert row[:10] == ["a", "1", "1", "3", "7", "3", "7", "7", "7", "7.0"]
     csv = list(function_lines(prof, "csv"))
-    assert csv[0].startswith("kind,function,calls,instructions,inclusive,cycles,cycles timed")
+    assert csv[0].startswith("kind,name,calls,returned,instructions,inclusive,cycles,cycles total")
+    assert "function,b,1,1,4,4,4,4,4,4,4.0,prog.c:768" in csv
     svg = ET.fromstring(flamegraph_svg(prof, "test"))
     titles = [t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}title")]
     assert any(t.startswith("main;a;b (4 instructions") for t in titles)

@@ -63,6 +63,7 @@ USER_DOCS = (
     "protocols.md",
     "performance.md",
     "disasm.md",
+    "profiles-functions.md",
     "timeline.md",
     "query.md",
 )

@@ -15,10 +15,15 @@ output: typed results (dataclasses). Nothing here prints: text is made by
   addresses, from ELF images.
 - :mod:`cstrace.analyses.instructions`: the instructions executed, walked
   from the decoded instruction ranges, and their text (capstone).
+- :mod:`cstrace.analyses.calls`: call stacks followed through calls,
+  returns, exceptions and trace gaps; per-function and per-exception counts
+  and times, call arcs and collapsed stacks (written by
+  :mod:`cstrace.render.calls`).
 """
 
 from __future__ import annotations
 
+from cstrace.analyses.calls import CallProfile, CallTracker, call_profile
 from cstrace.analyses.instructions import (
     Disassembler,
     Executed,
@@ -54,6 +59,8 @@ __all__ = [
     "BinaryProfile",
     "BranchSample",
     "BranchSampler",
+    "CallProfile",
+    "CallTracker",
     "Disassembler",
     "Executed",
     "Function",
@@ -69,6 +76,7 @@ __all__ = [
     "SourceLine",
     "SourceLoss",
     "Symbols",
+    "call_profile",
     "image_resolver",
     "iter_executed",
     "loss_report",

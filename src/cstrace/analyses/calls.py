@@ -62,6 +62,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from cstrace.analyses.symbols import Symbols
+from cstrace.decode import Session, SourceRun
 from cstrace.elements import (
     AddrNacc,
     Element,
@@ -78,6 +80,8 @@ from cstrace.elements import (
     TraceOn,
 )
 from cstrace.isa.t32 import is_wide
+from cstrace.protocols import DecodeOptions
+from cstrace.trace import Trace
 
 __all__ = [
     "CYCLES",
@@ -92,6 +96,8 @@ __all__ = [
     "LineCost",
     "SymbolLookup",
     "Timing",
+    "call_profile",
+    "memory_reader",
 ]
 
 CYCLES = "cycles"
@@ -209,12 +215,14 @@ class FunctionProfile:
     ``inclusive`` counts the instructions from entry to return of the calls
     that were seen whole, outermost activations only (a recursive call is not
     counted twice). ``calls`` counts the entries seen (calls, tail calls and
-    exception entries); ``timing`` holds the times of whole calls per unit
+    exception entries), ``returned`` the calls seen whole (entry to return,
+    no trace gap between); ``timing`` holds the times of those per unit
     (:data:`CYCLES`, :data:`TICKS`).
     """
 
     function: FunctionInfo
     calls: int = 0
+    returned: int = 0
     instructions: int = 0
     cycles: int = 0
     inclusive: int = 0
@@ -231,6 +239,7 @@ class FunctionProfile:
             "line": f.line,
             "handler": self.handler,
             "calls": self.calls,
+            "returned": self.returned,
             "instructions": self.instructions,
             "inclusive_instructions": self.inclusive,
             "cycles": self.cycles,
@@ -242,12 +251,14 @@ class FunctionProfile:
 class ExceptionProfile:
     """One exception number: how often it was taken, its handlers and its time.
 
-    ``instructions`` are counted from entry to exception return (nested
-    exceptions included), for the exceptions seen whole.
+    ``returned`` counts the exceptions seen whole, from entry to exception
+    return with no trace gap between; ``instructions`` (nested exceptions
+    included) and ``timing`` are theirs.
     """
 
     number: int
     count: int = 0
+    returned: int = 0
     handlers: set[str] = field(default_factory=set)
     instructions: int = 0
     timing: dict[str, Timing] = field(default_factory=dict)
@@ -258,6 +269,7 @@ class ExceptionProfile:
             "exception": self.number,
             "handlers": sorted(self.handlers),
             "count": self.count,
+            "returned": self.returned,
             "instructions": self.instructions,
             "time": {unit: t.to_dict() for unit, t in sorted(self.timing.items())},
         }
@@ -267,8 +279,9 @@ class ExceptionProfile:
 class CallArc:
     """Calls from one call site of ``caller`` to ``callee``, with their inclusive costs.
 
-    ``site`` is the address of the calling instruction (0 when not seen: an
-    exception entry, or a caller found by re-linking).
+    ``site`` is the address of the calling instruction; for an exception, its
+    preferred return address (where it came); 0 when unknown (a caller found
+    by re-linking).
     """
 
     caller: FunctionInfo
@@ -315,6 +328,7 @@ class CallProfile:
             if mine is None:
                 mine = self.functions[func] = FunctionProfile(func)
             mine.calls += theirs.calls
+            mine.returned += theirs.returned
             mine.instructions += theirs.instructions
             mine.cycles += theirs.cycles
             mine.inclusive += theirs.inclusive
@@ -326,6 +340,7 @@ class CallProfile:
             if got is None:
                 got = self.exceptions[number] = ExceptionProfile(number)
             got.count += exc.count
+            got.returned += exc.returned
             got.instructions += exc.instructions
             got.handlers |= exc.handlers
             for unit, t in exc.timing.items():
@@ -580,6 +595,7 @@ class CallTracker:
         if not frame.whole:
             return frame
         stats = self._stats(func)
+        stats.returned += 1
         if active == 0:
             stats.inclusive += instructions
         for unit, value in self._times(frame.instr0, frame.cycles0, frame.ticks0, clock):
@@ -587,6 +603,7 @@ class CallTracker:
         if frame.exc is not None and frame.exc_start is not None:
             prof = self._exceptions[frame.exc]
             instr0, cycles0, ticks0 = frame.exc_start
+            prof.returned += 1
             prof.instructions += clock.instructions - instr0
             for unit, value in self._times(instr0, cycles0, ticks0, clock):
                 prof.timing.setdefault(unit, Timing()).add(value)
@@ -680,7 +697,12 @@ class CallTracker:
             self._push(track, self._function(address, True), _CALL, track.next_ret, track.next_site)
         elif nxt == _NEXT_EXC:
             self._push(
-                track, self._function(address, True), _EXC, track.exc_ret, 0, track.exc_number
+                track,
+                self._function(address, True),
+                _EXC,
+                track.exc_ret,
+                track.exc_ret or 0,
+                track.exc_number,
             )
         elif nxt == _NEXT_RET:
             if self._return_to(track, address, (_CALL,)):
@@ -720,12 +742,12 @@ class CallTracker:
             top = stack[-1] if stack else None
             if top is None:
                 self._push(track, self._function(address, False), _ROOT, None, 0)
-            elif self._belongs(top.func, address):
-                pass
-            elif top.kind != _ROOT and top.ret == address:
+            elif nxt == _NEXT_JUMP and top.kind != _ROOT and top.ret == address:
                 # A return by another branch: BR X30, SUBS PC, LR, #4 from an IRQ handler.
                 self._pop(track)
                 self._settle(track, address)
+            elif self._belongs(top.func, address):
+                pass
             else:
                 func = self._function(address, False)
                 if func != top.func:
@@ -813,10 +835,15 @@ class CallTracker:
 
     def _exception(self, track: _Track, elem: Exception_) -> None:
         resume = elem.return_address
-        if resume is not None:
-            self._enter(track, resume)  # what the last range said comes next, at the resume point
-        elif track.next not in (_NEXT_FALL, _NEXT_GAP):
-            self._close_all(track)
+        if track.next != _NEXT_FALL:
+            # A branch was taken (or the trace restarted) before the exception: execution
+            # goes on at the resume point. (After a range that falls through, the resume
+            # point has not run yet, and may be the next function's start: the last
+            # instruction of a function that does not return.)
+            if resume is not None:
+                self._enter(track, resume)
+            elif track.next != _NEXT_GAP:
+                self._close_all(track)
         stack = track.stack
         if elem.m_tail_chain:
             # The handler on top ends where the next one begins.
@@ -986,3 +1013,36 @@ class CallTracker:
             gaps=self._gaps,
             relinks=self._relinks,
         )
+
+
+def call_profile(
+    trace: Trace,
+    symbols: SymbolLookup | None = None,
+    options: DecodeOptions | None = None,
+    images: Iterable[str] = (),
+) -> CallProfile:
+    """Decode every buffer of ``trace`` in one session and follow its calls.
+
+    ``symbols`` defaults to :meth:`Symbols.from_trace(trace, images)
+    <cstrace.analyses.symbols.Symbols.from_trace>`; T32 source-line costs read
+    the code through each source's code memory.
+    """
+    if symbols is None:
+        symbols = Symbols.from_trace(trace, images)
+    session = Session(trace, options)
+    tracker = CallTracker(symbols)
+    for buffer in trace.buffers:
+        for run in session.open_buffer(buffer).runs:
+            tracker.read = memory_reader(session, run)
+            tracker.feed(run.trace_id, run.elements())
+    return tracker.profile()
+
+
+def memory_reader(session: Session, run: SourceRun) -> CodeReader:
+    """A :data:`CodeReader` over the code memory of ``run``'s source."""
+    memory = session.memories.for_source(run.source, run.buffer.time)
+
+    def read(address: int, size: int, _context: int | None) -> bytes:
+        return bytes(memory.read(address, size))
+
+    return read

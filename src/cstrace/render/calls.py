@@ -6,8 +6,9 @@ Input: a :class:`~cstrace.analyses.calls.CallProfile`; output: lines of text
 - :func:`function_lines`: a table per function (calls, own and inclusive
   instructions, own cycles, and the time per call in each unit the trace
   gave: number of whole calls timed, total, minimum, maximum, average),
-  then one per exception number (how often it was taken, its handlers, the
-  instructions and time from entry to exception return); as aligned text,
+  then one per exception number (how often it was taken and returned, its
+  handlers, the instructions and time from entry to exception return, for
+  the exceptions that returned); as aligned text,
   CSV (one header row, then a row per function or exception, ``kind``
   ``function`` or ``exception``) or JSON.
 - :func:`callgrind_lines`: the callgrind format (``positions: line``; events
@@ -40,6 +41,7 @@ from cstrace.analyses.calls import (
     TICKS,
     CallArc,
     CallProfile,
+    ExceptionProfile,
     FunctionInfo,
     FunctionProfile,
     Timing,
@@ -59,33 +61,39 @@ TABLE_FORMATS = ("text", "csv", "json")
 _UNIT_NAMES = {CYCLES: "cycles (the trace's cycle counts)", TICKS: "timestamp ticks"}
 
 
+def _time_headers(units: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for unit in units:
+        out += [f"{unit} total", f"{unit} min", f"{unit} max", f"{unit} avg"]
+    return out
+
+
 def _time_cells(timing: dict[str, Timing], units: Sequence[str]) -> list[str]:
     cells: list[str] = []
     for unit in units:
         t = timing.get(unit)
         if t is None or not t.count:
-            cells += ["0", "-", "-", "-", "-"]
+            cells += ["-", "-", "-", "-"]
         else:
-            cells += [str(t.count), str(t.total), str(t.minimum), str(t.maximum)]
-            cells.append(f"{t.average:.1f}")
+            cells += [str(t.total), str(t.minimum), str(t.maximum), f"{t.average:.1f}"]
     return cells
-
-
-def _time_headers(units: Sequence[str]) -> list[str]:
-    out: list[str] = []
-    for unit in units:
-        out += [f"{unit} timed", f"{unit} total", f"{unit} min", f"{unit} max", f"{unit} avg"]
-    return out
 
 
 def _function_row(p: FunctionProfile, units: Sequence[str], cycles: bool) -> list[str]:
     f = p.function
     where = f"{f.file}:{f.line}" if f.file and f.line else (f.file or "")
-    row = [f.name + (" [handler]" if p.handler else ""), str(p.calls), str(p.instructions)]
-    row.append(str(p.inclusive))
+    row = [f.name + (" [handler]" if p.handler else ""), str(p.calls), str(p.returned)]
+    row += [str(p.instructions), str(p.inclusive)]
     if cycles:
         row.append(str(p.cycles))
     return [*row, *_time_cells(p.timing, units), where]
+
+
+def _exception_row(e: ExceptionProfile, units: Sequence[str], cycles: bool) -> list[str]:
+    row = [str(e.number), str(e.count), str(e.returned), "-", str(e.instructions)]
+    if cycles:
+        row.append("-")
+    return [*row, *_time_cells(e.timing, units), " ".join(sorted(e.handlers))]
 
 
 def _aligned(rows: list[list[str]]) -> Iterator[str]:
@@ -98,13 +106,21 @@ def _aligned(rows: list[list[str]]) -> Iterator[str]:
 
 
 def function_lines(profile: CallProfile, form: str = "text") -> Iterator[str]:
-    """The per-function and per-exception tables of ``profile`` (``form``: text, csv, json)."""
+    """The per-function and per-exception tables of ``profile`` (``form``: text, csv, json).
+
+    Columns: the name, calls (entries seen), returned (calls seen whole: the
+    inclusive instructions and the times are theirs), own instructions,
+    inclusive instructions, own cycles (with cycle counts), then total,
+    minimum, maximum and average time per unit, and the source (for an
+    exception: its handlers). An exception's row has the exception number,
+    how often it was taken and returned, and its instructions as inclusive.
+    """
     units = profile.units
     if form == "json":
         yield json.dumps(profile.to_dict(), indent=1, sort_keys=True)
         return
     cycles = profile.cycles is not None
-    head = ["function", "calls", "instructions", "inclusive"]
+    head = ["function", "calls", "returned", "instructions", "inclusive"]
     if cycles:
         head.append("cycles")
     head += _time_headers(units)
@@ -113,20 +129,16 @@ def function_lines(profile: CallProfile, form: str = "text") -> Iterator[str]:
     if form == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["kind", *head, "source"])
+        w.writerow(["kind", "name", *head[1:], "source"])
         for p in functions:
             w.writerow(["function", *_function_row(p, units, cycles)])
         for e in exceptions:
-            row = [str(e.number), str(e.count), str(e.instructions), str(e.instructions)]
-            if cycles:
-                row.append("")
-            handlers = " ".join(sorted(e.handlers))
-            w.writerow(["exception", *row, *_time_cells(e.timing, units), handlers])
+            w.writerow(["exception", *_exception_row(e, units, cycles)])
         yield from buf.getvalue().splitlines()
         return
     summary = f"{profile.instructions} instructions in {len(functions)} functions"
     if units:
-        summary += "; times per call in " + " and ".join(_UNIT_NAMES[u] for u in units)
+        summary += "; time per call in " + " and ".join(_UNIT_NAMES[u] for u in units)
     else:
         summary += "; no timestamps or cycle counts in the trace: no times"
     yield summary
@@ -138,10 +150,8 @@ def function_lines(profile: CallProfile, form: str = "text") -> Iterator[str]:
     yield from _aligned([[*head, "source"], *(_function_row(p, units, cycles) for p in functions)])
     if exceptions:
         yield ""
-        rows = [["exception", "taken", "instructions", *_time_headers(units), "handlers"]]
-        for e in exceptions:
-            row = [str(e.number), str(e.count), str(e.instructions)]
-            rows.append([*row, *_time_cells(e.timing, units), " ".join(sorted(e.handlers))])
+        rows = [["exception", "taken", *head[2:], "handlers"]]
+        rows += [_exception_row(e, units, cycles) for e in exceptions]
         yield from _aligned(rows)
 
 
