@@ -18,11 +18,12 @@ import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from cstrace import __version__
 from cstrace.analyses import LossCounter, LossReport, NotDecoded, loss_report
 from cstrace.decode import Session
+from cstrace.elements import Element
 from cstrace.errors import CstraceError, Issue, IssueKind, Severity, SnapshotError
 from cstrace.inputs import (
     Extras,
@@ -38,6 +39,9 @@ from cstrace.inputs import (
 from cstrace.inputs.metadata import trace_id_of
 from cstrace.protocols import DecodeOptions
 from cstrace.trace import Trace
+
+if TYPE_CHECKING:
+    from cstrace.execution import ContextTracker
 
 __all__ = ["main"]
 
@@ -381,6 +385,12 @@ def _build_parser() -> argparse.ArgumentParser:
         'the closing {"summary": ...} object)',
     )
     dec.add_argument(
+        "--no-strings",
+        action="store_true",
+        help="text and jsonl: give software-trace (STM, ITM, DCC) byte writes one per line, "
+        "as decoded, instead of grouping the ones that spell text into strings",
+    )
+    dec.add_argument(
         "--src-addr-n",
         action="store_true",
         help="ETE: split source-address instruction ranges at N atoms",
@@ -502,9 +512,83 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     prof.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     add_input_options(prof)
+    _add_timeline_parser(sub)
+    _add_query_parser(sub)
     _add_disasm_parser(sub)
     _add_coverage_parser(sub)
     return parser
+
+
+def _add_query_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``cstrace query INPUT SQL``."""
+    q = sub.add_parser(
+        "query",
+        help="run SQL (DuckDB) over tables of elements, instructions, functions and messages",
+        description=(
+            "Decode the input and run one SQL query (DuckDB) over the tables elements "
+            "(one row per element; element_types names the type numbers), instructions (one "
+            "row per instruction executed, with its function and source line from --image), "
+            "functions (calls and instructions per function) and messages (software trace: "
+            "strings and values written). Only the tables the query names are built. INPUT "
+            "may also be a Parquet file of cstrace decode --format parquet: its rows are the "
+            "elements table."
+        ),
+    )
+    q.add_argument("snapshot", metavar="INPUT", help="snapshot, package, recording, capture")
+    q.add_argument("sql", metavar="SQL", help="the query")
+    q.add_argument(
+        "-f",
+        "--format",
+        choices=("table", "csv", "json"),
+        default="table",
+        help="table: aligned columns (default); csv; json: one JSON object per row",
+    )
+    q.add_argument(
+        "-b", "--buffer", action="append", metavar="NAME", help="only this buffer (repeatable)"
+    )
+    q.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    add_input_options(q)
+
+
+def _add_timeline_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``cstrace timeline INPUT -o FILE``."""
+    tl = sub.add_parser(
+        "timeline",
+        help="write a Perfetto trace: function calls, exceptions, software-trace messages",
+        description=(
+            "Decode the input and write a Perfetto trace (protobuf; open it in the Perfetto "
+            "UI): a track per trace source with function slices from call/return tracking "
+            "(names from the ELF images: --image), exception slices, trace on/off and "
+            "overflow markers, software-trace strings as instants and other values written "
+            "as counters. Times are the trace's timestamps, else its cycle counts, else "
+            "instruction counts (or element order); each track's name says which."
+        ),
+    )
+    tl.add_argument("snapshot", metavar="INPUT", help="snapshot, package, recording or capture")
+    tl.add_argument("-o", "--output", metavar="FILE", required=True, help="the trace to write")
+    tl.add_argument(
+        "-f",
+        "--format",
+        choices=("perfetto", "svg"),
+        help="perfetto: a Perfetto trace (protobuf); svg: a picture of it for a browser. "
+        "Default: svg when FILE ends in .svg, else perfetto",
+    )
+    tl.add_argument(
+        "--max-slices",
+        type=int,
+        default=2_000_000,
+        metavar="N",
+        help="keep the first N function slices (default 2000000); later calls are counted "
+        "in the track's description",
+    )
+    tl.add_argument(
+        "-b",
+        "--buffer",
+        action="append",
+        metavar="NAME",
+        help="only this trace buffer (repeatable)",
+    )
+    add_input_options(tl)
 
 
 def _options(args: argparse.Namespace) -> DecodeOptions:
@@ -581,7 +665,9 @@ def _lines(
                 yield f"ID:{run.packet_id:x}\tEND OF TRACE DATA"
             elif args.format == "jsonl":
                 tid = run.trace_id
-                if tracker is None:
+                if _strings(args, run.protocol.name):
+                    yield from _message_lines(run.elements(), tid, tracker, buffer.name)
+                elif tracker is None:
                     for elem in run.elements():
                         yield json_line(tid, elem, buffer.name)
                 else:
@@ -591,12 +677,13 @@ def _lines(
             else:
                 tid = run.trace_id
                 yield f"# source {run.source.name} ({run.protocol.name}), trace ID {tid:#x}"
-                if tracker is None:
-                    yield HEADER
+                yield HEADER if tracker is None else HEADER_CONTEXT
+                if _strings(args, run.protocol.name):
+                    yield from _message_lines(run.elements(), tid, tracker)
+                elif tracker is None:
                     for elem in run.elements():
                         yield text_line(tid, elem)
                 else:
-                    yield HEADER_CONTEXT
                     update = tracker.update
                     for elem in run.elements():
                         yield text_line(tid, elem, update(elem))
@@ -623,6 +710,45 @@ def _lines(
             counter.add_issues(missing)
     if counter is not None and args.format == "jsonl":
         yield json.dumps({"summary": counter.report().to_dict()}, separators=(",", ":"))
+
+
+_SOFTWARE_TRACE = ("stm", "itm", "dcc")
+
+
+def _strings(args: argparse.Namespace, protocol: str) -> bool:
+    """Whether a source's byte writes that spell text are shown as strings."""
+    return protocol in _SOFTWARE_TRACE and not getattr(args, "no_strings", False)
+
+
+def _message_lines(
+    elements: Iterable[Element],
+    trace_id: int,
+    tracker: ContextTracker | None,
+    buffer: str | None = None,
+) -> Iterator[str]:
+    """Text (``buffer`` None) or JSON lines of a software-trace source, strings grouped."""
+    from cstrace.analyses.swtext import TextMessage, group_text
+    from cstrace.render.text import json_line, message_json, message_line, text_line
+
+    for item in group_text(elements):
+        context = None
+        if isinstance(item, TextMessage):
+            if tracker is not None:
+                # Every write is followed; the string is shown with the first one's context.
+                contexts = [tracker.update(e) for e in item.elements]
+                context = contexts[0]
+            if buffer is None:
+                yield message_line(trace_id, item, context)
+            else:
+                yield message_json(trace_id, item, buffer, context)
+            continue
+        if tracker is not None:
+            context = tracker.update(item)
+        yield (
+            text_line(trace_id, item, context)
+            if buffer is None
+            else json_line(trace_id, item, buffer, context)
+        )
 
 
 def _summary(counter: LossCounter, err: TextIO) -> None:
@@ -802,6 +928,93 @@ def profile_command(args: argparse.Namespace, err: TextIO) -> int:
         _write(lines, stdout)
         stdout.flush()
     return 2 if errors else 0
+
+
+def timeline_command(args: argparse.Namespace, err: TextIO) -> int:
+    """``cstrace timeline INPUT -o FILE``: the decode as a Perfetto trace."""
+    from cstrace.analyses.timeline import trace_timeline
+    from cstrace.render.perfetto import write_perfetto
+
+    trace = open_from_args(args)
+    _warn(trace.issues, err)
+    for inf in trace.inferred:
+        print(f"cstrace: note: configuration {inf.describe()}", file=err)
+    issues: list[Issue] = []
+    if args.max_slices < 0:
+        raise CstraceError("--max-slices must not be negative")
+    timeline = trace_timeline(trace, buffers=args.buffer, issues=issues, max_slices=args.max_slices)
+    _warn(issues, err)
+    svg = args.format == "svg" or (args.format is None and args.output.endswith(".svg"))
+    try:
+        if svg:
+            from cstrace.render.timeline_svg import svg_lines
+
+            with open(args.output, "w", encoding="utf-8", newline="\n") as text_file:
+                _write(svg_lines(timeline), text_file)
+            packets = 0
+        else:
+            with open(args.output, "wb") as out_file:
+                packets = write_perfetto(timeline, out_file)
+    except OSError as exc:
+        print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
+        return 2
+    print(
+        f"wrote {args.output}: {len(timeline.tracks)} tracks, {len(timeline.slices)} slices, "
+        f"{len(timeline.instants)} instants, {len(timeline.counters)} counter values"
+        + ("" if svg else f" ({packets} packets)"),
+        file=err,
+    )
+    return 2 if any(i.is_error for i in issues) else 0
+
+
+def _is_parquet(path: str) -> bool:
+    """Whether ``path`` is a Parquet file (its first bytes say so)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"PAR1"
+    except OSError:
+        return False
+
+
+def query_command(args: argparse.Namespace, err: TextIO) -> int:
+    """``cstrace query INPUT SQL``: a DuckDB query over the tables of a decode."""
+    from cstrace.analyses.query import (
+        build_tables,
+        connect,
+        parquet_tables,
+        run_query,
+        tables_named,
+    )
+    from cstrace.render.query import csv_lines, json_lines, table_lines
+
+    issues: list[Issue] = []
+    if _is_parquet(args.snapshot):
+        tables = parquet_tables(args.snapshot)
+    else:
+        trace = open_from_args(args)
+        _warn(trace.issues, err)
+        for inf in trace.inferred:
+            print(f"cstrace: note: configuration {inf.describe()}", file=err)
+        want = tables_named(args.sql)
+        tables = build_tables(trace, want, buffers=args.buffer, issues=issues)
+        _warn(issues, err)
+    result = run_query(connect(tables), args.sql)
+    writers = {"table": table_lines, "csv": csv_lines, "json": json_lines}
+    lines = writers[args.format](result)
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8", newline="\n") as out_file:
+                _write(lines, out_file)
+        except OSError as exc:
+            print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
+            return 2
+    else:
+        stdout = sys.stdout
+        if isinstance(stdout, io.TextIOWrapper):
+            stdout.reconfigure(newline="\n")
+        _write(lines, stdout)
+        stdout.flush()
+    return 2 if any(i.is_error for i in issues) else 0
 
 
 # -- cstrace disasm ------------------------------------------------------------------------
@@ -1028,6 +1241,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return info_command(args)
         if args.command == "profile":
             return profile_command(args, err)
+        if args.command == "timeline":
+            return timeline_command(args, err)
+        if args.command == "query":
+            return query_command(args, err)
         if args.command == "disasm":
             return disasm_command(args, err)
         if args.command == "coverage":

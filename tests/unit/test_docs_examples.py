@@ -65,6 +65,8 @@ USER_DOCS = (
     "disasm.md",
     "coverage.md",
     "profiles-functions.md",
+    "timeline.md",
+    "query.md",
 )
 
 
