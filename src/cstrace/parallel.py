@@ -82,6 +82,8 @@ class RunDone:
     not reported yet (:meth:`~cstrace.decode.Session.new_issues`)."""
     result: object
     """What the run's work returned."""
+    worker: int
+    """The process ID of the worker that decoded the run."""
 
 
 def can_fork() -> bool:
@@ -152,7 +154,7 @@ def _decode_lane(lane: int) -> int:
                     path = os.path.join(job.folder, f"run-{index}")
                     result = job.work(session, run, path, _progress(put, index, job.interval))
                     issues = tuple(session.new_issues())
-                    put(("done", lane, RunDone(index, path, issues, result)))
+                    put(("done", lane, RunDone(index, path, issues, result, os.getpid())))
                 index += 1
     except BaseException as exc:
         put(("error", lane, _portable(exc)))
