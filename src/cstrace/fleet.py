@@ -26,6 +26,9 @@ __all__ = ["map_on_dask"]
 
 R = TypeVar("R")
 
+CONNECT_TIMEOUT = 30.0
+"""Seconds to wait for the scheduler to answer."""
+
 
 def _on_worker(fn: Callable[..., R], args: tuple[Any, ...]) -> tuple[str, R]:
     """Run ``fn(*args)`` in a worker; the worker's address with the result."""
@@ -51,8 +54,11 @@ def map_on_dask(
         from distributed import Client
     except ImportError:
         raise CstraceError("--dask needs dask.distributed: pip install 'cstrace[dask]'") from None
+    import dask
+
     try:
-        client = Client(address, timeout=30, set_as_default=False)  # type: ignore[no-untyped-call]
+        with dask.config.set({"distributed.comm.timeouts.connect": f"{CONNECT_TIMEOUT}s"}):
+            client = Client(address, timeout=CONNECT_TIMEOUT, set_as_default=False)  # type: ignore[no-untyped-call]
     except (OSError, TimeoutError) as exc:
         raise CstraceError(f"--dask {address}: cannot reach the scheduler ({exc})") from None
     token = uuid.uuid4().hex[:12]

@@ -69,6 +69,7 @@ def test_two_buffers_keep_state(corpus: Path, capsys: pytest.CaptureFixture[str]
 def test_null_writes_nothing(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
     snap = str(corpus / "snapshots" / "TC2")
     status, out, err = run(["decode", snap, "--format", "null", "--jobs", "2"], capsys)
+    assert status == 0
     assert out == ""
     assert "trace ID 0x10 (ETM_0, etmv3)" in err  # the summary counts what was decoded
     # The counts are those of a serial decode of the listing.
