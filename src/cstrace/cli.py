@@ -1057,8 +1057,9 @@ def _decode_many(args: argparse.Namespace, err: TextIO) -> int:
     if args.dask:
         from cstrace.fleet import map_on_dask
 
-        # Workers run one input each: a process pool of their own would fight the cluster's.
-        args.jobs = args.jobs or 1
+        # Workers run one input each, serially: the cluster is the parallelism (and a Dask
+        # worker's daemonic process may not start a pool of its own).
+        args.jobs = 1
         results = map_on_dask(args.dask, decode_one, [(args, p, o) for p, o in work], "decode")
         for (path, _), (worker, (code, text)) in zip(work, results, strict=True):
             err.write(text)

@@ -235,11 +235,20 @@ class ParallelDecode:
             _JOB = None
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        """Stop the workers and remove the output files."""
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        """Stop the workers and remove the output files.
+
+        When the decode ends early (an error, the reader of the output gone,
+        Ctrl-C), the workers are terminated rather than left to finish.
+        """
         if self._pool is not None:
             for f in self._futures:
                 f.cancel()
+            if kind is not None:
+                # The executor has no way to stop running tasks: end its processes.
+                processes = getattr(self._pool, "_processes", None) or {}
+                for process in list(processes.values()):
+                    process.terminate()
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
         if self._queue is not None:
