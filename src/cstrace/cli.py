@@ -725,6 +725,26 @@ def _parallel(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """The runs of a decode, (trace ID, buffer size) each in order, and the pool that decodes
+    them (None: serially)."""
+
+    runs: list[tuple[int, int]]
+    pool: ParallelDecode | None
+
+
+def _prepare(trace: Trace, args: argparse.Namespace, count: bool) -> _Prepared:
+    """What a decode will do; a buffer that does not exist gives a serial plan (the decode
+    then reports it where a serial decode does)."""
+    try:
+        buffers = [trace.buffer(n) for n in args.buffer or [b.name for b in trace.buffers]]
+    except CstraceError:
+        return _Prepared([], None)
+    plan = _plan(trace, buffers, _options(args))
+    return _Prepared(plan, _parallel(trace, args, buffers, plan, count))
+
+
 def _lines(
     trace: Trace,
     args: argparse.Namespace,
@@ -732,6 +752,7 @@ def _lines(
     errors: list[Issue],
     counter: LossCounter | None = None,
     sink: ParquetSink | None = None,
+    prepared: _Prepared | None = None,
 ) -> Iterator[str]:
     """The output lines of ``decode``; buffer errors are printed and kept in ``errors``.
 
@@ -740,7 +761,7 @@ def _lines(
     decoded by worker processes and their outputs read back in order.
     """
     from cstrace.execution import tracker_for
-    from cstrace.parallel import read_chunks, watch_progress
+    from cstrace.parallel import watch_progress
     from cstrace.render.text import inferred_line
 
     _warn(trace.issues, err)
@@ -760,10 +781,11 @@ def _lines(
     names = args.buffer or [b.name for b in trace.buffers]
     buffers = [trace.buffer(n) for n in names]
     options = _options(args)
-    plan = _plan(trace, buffers, options)
+    if prepared is None:
+        prepared = _prepare(trace, args, counter is not None)
+    plan, pool = prepared.runs, prepared.pool
     tty = getattr(err, "isatty", None)
     progress = _Progress(err, [size for _, size in plan]) if tty is not None and tty() else None
-    pool = _parallel(trace, args, buffers, plan, counter is not None)
     with ExitStack() as stack:
         if pool is not None:
             stack.enter_context(pool)
@@ -789,11 +811,14 @@ def _lines(
                     yield f"# error: {error}"
             for run in decoded.runs:
                 if pool is not None:
-                    done = pool.wait(index, run.trace_id, progress.update if progress else None)
-                    if sink is not None:
-                        sink.append_file(done.path)
+                    told = progress.update if progress else None
+                    if sink is not None or args.format == "null":
+                        done = pool.wait(index, run.trace_id, told)
+                        if sink is not None:
+                            sink.append_file(done.path)
                     else:
-                        yield from read_chunks(done.path)
+                        # The lines as the worker writes them (the first run's at once).
+                        done = yield from pool.follow(index, run.trace_id, told)
                     os.unlink(done.path)
                     got = done.result
                     assert isinstance(got, _RunCounts)
@@ -862,6 +887,15 @@ def _write(lines: Iterator[str], out: TextIO) -> None:
     if batch:
         out.write("\n".join(batch))
         out.write("\n")
+
+
+def _write_now(lines: Iterator[str], out: TextIO) -> None:
+    """Write each line (or piece of lines) as it comes, flushed: the output of a parallel
+    decode, whose runs come in large pieces as their workers write them."""
+    for line in lines:
+        out.write(line)
+        out.write("\n")
+        out.flush()
 
 
 def _profile_traces(args: argparse.Namespace, err: TextIO) -> Iterator[Trace]:
@@ -1098,20 +1132,25 @@ def decode_command(args: argparse.Namespace, err: TextIO) -> int:
     elif args.format == "null":
         for _ in _lines(trace, args, err, errors, counter):
             pass
-    elif args.output:
-        try:
-            out_file = open(args.output, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
-        except OSError as exc:
-            print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
-            return 2
-        with out_file:
-            _write(_lines(trace, args, err, errors, counter), out_file)
     else:
-        stdout = sys.stdout
-        if isinstance(stdout, io.TextIOWrapper):
-            stdout.reconfigure(newline="\n")
-        _write(_lines(trace, args, err, errors, counter), stdout)
-        stdout.flush()
+        prepared = _prepare(trace, args, counter is not None)
+        lines = _lines(trace, args, err, errors, counter, prepared=prepared)
+        # In parallel, the runs come as large pieces: each is written at once.
+        write = _write if prepared.pool is None else _write_now
+        if args.output:
+            try:
+                out_file = open(args.output, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+            except OSError as exc:
+                print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
+                return 2
+            with out_file:
+                write(lines, out_file)
+        else:
+            stdout = sys.stdout
+            if isinstance(stdout, io.TextIOWrapper):
+                stdout.reconfigure(newline="\n")
+            write(lines, stdout)
+            stdout.flush()
     if counter is not None and args.format != "jsonl":
         _summary(counter, err)
     return 2 if errors else 0

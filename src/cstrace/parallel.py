@@ -31,10 +31,10 @@ import shutil
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 import numpy.typing as npt
@@ -266,21 +266,72 @@ class ParallelDecode:
 
         A worker's exception is raised here, when the run it stopped is waited for.
         """
+        while not self._poll(index, lane, progress, 0.5):
+            pass
+        return self._done.pop(index)
+
+    def follow(
+        self, index: int, lane: int, progress: Callable[[int, int], None] | None = None
+    ) -> Generator[str, None, RunDone]:
+        """The text of run ``index`` while its worker writes it (as :func:`read_chunks`: pieces
+        of whole lines without their last newline); returns the run once it is done.
+
+        The first run's output comes as it is made, not when the run is over.
+        """
+        assert self._folder is not None, "not started"
+        path = os.path.join(self._folder, f"run-{index}")
+        text: TextIO | None = None
+        rest = ""
+        try:
+            while True:
+                finished = self._poll(index, lane, progress, 0.05)
+                if text is None and os.path.exists(path):
+                    text = open(path, encoding="utf-8", newline="")  # noqa: SIM115
+                if text is not None:
+                    while block := text.read(CHUNK):
+                        block = rest + block
+                        cut = block.rfind("\n")
+                        if cut < 0:
+                            rest = block
+                            continue
+                        yield block[:cut]
+                        rest = block[cut + 1 :]
+                if finished:
+                    break
+        finally:
+            if text is not None:
+                text.close()
+        done = self._done.pop(index)
+        if text is None:  # done before it was seen: read it whole
+            yield from read_chunks(done.path)
+        elif rest:
+            yield rest
+        return done
+
+    def _poll(
+        self,
+        index: int,
+        lane: int,
+        progress: Callable[[int, int], None] | None,
+        timeout: float,
+    ) -> bool:
+        """Take the workers' messages for up to ``timeout`` seconds; whether run ``index`` is
+        done. Raises the exception of a worker of ``lane`` that failed."""
         while index not in self._done:
             if lane in self._failed:
                 raise self._failed[lane]
             try:
-                kind, who, payload = self._queue.get(timeout=0.5)
+                kind, who, payload = self._queue.get(timeout=timeout)
             except queue.Empty:
                 self._check_alive()
-                continue
+                return False
             if kind == "done":
                 self._done[payload.index] = payload
             elif kind == "error":
                 self._failed[who] = payload
             elif progress is not None:
                 progress(who, payload)
-        return self._done.pop(index)
+        return True
 
     def _check_alive(self) -> None:
         """Raise when a worker went away without saying so (killed, out of memory...)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
@@ -97,16 +98,16 @@ def test_workers_do_the_decoding(
     import cstrace.parallel as parallel
 
     done: list[parallel.RunDone] = []
-    real = parallel.ParallelDecode.wait
+    real = parallel.ParallelDecode.follow
 
-    def wait(
+    def follow(
         self: parallel.ParallelDecode, index: int, lane: int, progress: object = None
-    ) -> parallel.RunDone:
-        got = real(self, index, lane)
+    ) -> Generator[str, None, parallel.RunDone]:
+        got = yield from real(self, index, lane)
         done.append(got)
         return got
 
-    monkeypatch.setattr(parallel.ParallelDecode, "wait", wait)
+    monkeypatch.setattr(parallel.ParallelDecode, "follow", follow)
     out = tmp_path / "tc2.ppl"
     argv = ["decode", str(corpus / "snapshots" / "TC2"), "-f", "ocsd", "-o", str(out)]
     assert main([*argv, "--jobs", "2", "--no-summary"]) == 0
