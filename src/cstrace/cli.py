@@ -691,8 +691,6 @@ def _parallel(
     count: bool,
 ) -> ParallelDecode | None:
     """The pool that decodes the runs with ``--jobs`` (None: decode serially)."""
-    from cstrace.parallel import ParallelDecode, can_fork, lanes_of
-
     jobs = args.jobs
     if jobs is None:
         # By default, only captures where the pool pays for itself.
@@ -701,7 +699,12 @@ def _parallel(
         jobs = os.cpu_count() or 1
     if jobs < 1:
         raise CstraceError(f"--jobs {jobs}: must be at least 1")
-    if jobs == 1 or len({tid for tid, _ in plan}) < 2 or not can_fork():
+    if jobs == 1 or len({tid for tid, _ in plan}) < 2:
+        return None
+    # Imported only now: a serial decode does without multiprocessing.
+    from cstrace.parallel import ParallelDecode, can_fork, lanes_of
+
+    if not can_fork():
         return None
     # None: two runs of one trace ID in a buffer would share a decoder; serial then.
     lanes = lanes_of(trace, buffers, _options(args))
@@ -761,7 +764,6 @@ def _lines(
     decoded by worker processes and their outputs read back in order.
     """
     from cstrace.execution import tracker_for
-    from cstrace.parallel import watch_progress
     from cstrace.render.text import inferred_line
 
     _warn(trace.issues, err)
@@ -786,6 +788,8 @@ def _lines(
     plan, pool = prepared.runs, prepared.pool
     tty = getattr(err, "isatty", None)
     progress = _Progress(err, [size for _, size in plan]) if tty is not None and tty() else None
+    if progress is not None:
+        from cstrace.parallel import watch_progress
     with ExitStack() as stack:
         if pool is not None:
             stack.enter_context(pool)
