@@ -130,3 +130,24 @@ def test_progress_only_on_a_terminal(
         assert "decoding" in text
         # The summary still follows, whole.
         assert text[text.index("summary:") :] == plain.getvalue()
+
+
+def test_several_inputs_one_output_each(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Several inputs: -o is a folder with one output per input, each the single decode's."""
+    snaps = [corpus / "snapshots" / n for n in ("TC2", "stm_only")]
+    assert main(["decode", *map(str, snaps), "-f", "jsonl", "--no-summary"]) == 2
+    assert "give an output folder with -o" in capsys.readouterr().err
+    out = tmp_path / "out"
+    assert main(["decode", *map(str, snaps), "-f", "jsonl", "-o", str(out)]) == 0
+    both = capsys.readouterr().err
+    for snap in snaps:
+        one = tmp_path / f"{snap.name}.one"
+        assert main(["decode", str(snap), "-f", "jsonl", "-o", str(one)]) == 0
+        alone = capsys.readouterr().err
+        assert (out / f"{snap.name}.jsonl").read_text() == one.read_text()
+        assert alone in both
+    same = [str(snaps[0]), str(snaps[0])]
+    assert main(["decode", *same, "-o", str(out)]) == 2
+    assert "two inputs would both write" in capsys.readouterr().err
