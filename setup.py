@@ -69,6 +69,7 @@ def extensions() -> list:  # type: ignore[type-arg]
     try:
         return cythonize(
             exts,
+            include_path=["src"],  # for the .pxd files' cimports
             language_level=3,
             quiet=True,
             compiler_directives={

@@ -155,7 +155,7 @@ def install() -> None:
             "Cython and a C compiler at hand (pip install -e .), or set CSTRACE_PURE=1 "
             "to choose pure Python and silence this warning",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
 
 
