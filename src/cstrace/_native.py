@@ -14,9 +14,11 @@ own import machinery prefers the extension to the source; the hook installed
 here decides instead, per hot module:
 
 - ``CSTRACE_PURE=1`` (any value but empty or ``0``): the ``.py`` source, always;
-- an extension older than its source (edited since the last build): the
-  ``.py`` source, so that a stale build never decodes with old code;
-- otherwise the extension when there is one, the source when there is not.
+- an extension older than its source (edited since the last build), or a
+  hot module with no extension: the ``.py`` sources, so that a stale build
+  never decodes with old code;
+- otherwise the extensions. The choice is the same for every hot module
+  (the compiled modules share C types).
 
 When some hot module runs from its source without ``CSTRACE_PURE`` asking for
 it, :func:`install` warns once (a :class:`RuntimeWarning`), naming the fix:
@@ -83,18 +85,26 @@ def _extension(name: str) -> Path | None:
     return None
 
 
+def _fresh(name: str) -> bool:
+    """Whether hot module ``name`` has an extension at least as new as its source."""
+    ext = _extension(name)
+    src = _source(name)
+    return ext is not None and (not src.is_file() or ext.stat().st_mtime >= src.stat().st_mtime)
+
+
 def _use_extension(name: str) -> bool:
-    """Decide, once per module, whether ``name`` is imported from its extension."""
+    """Whether hot module ``name`` is imported from its extension (decided once).
+
+    All or nothing: the compiled modules share C types (a decoder reads the
+    block walker's ``Block`` as a C struct), so unless every hot module has a
+    fresh extension, and ``CSTRACE_PURE`` does not ask for pure Python, they
+    all run from their sources.
+    """
     use = _choice.get(name)
     if use is None:
-        ext = _extension(name)
-        src = _source(name)
-        use = (
-            ext is not None
-            and not pure_requested()
-            and (not src.is_file() or ext.stat().st_mtime >= src.stat().st_mtime)
-        )
-        _choice[name] = use
+        use = not pure_requested() and all(_fresh(n) for n in HOT_MODULES)
+        for n in HOT_MODULES:
+            _choice[n] = use
     return use
 
 
@@ -142,13 +152,14 @@ def install() -> None:
     sys.meta_path.insert(0, _HotFinder())
     if pure_requested():
         return
-    missing = [name for name in HOT_MODULES if not _use_extension(name)]
-    if missing:
-        stale = [name for name in missing if _extension(name) is not None]
+    if not _use_extension(HOT_MODULES[0]):
+        stale = [name for name in HOT_MODULES if _extension(name) is not None]
+        missing = [name for name in HOT_MODULES if _extension(name) is None]
         why = (
-            f"{len(stale)} compiled module(s) older than their source, e.g. {stale[0]}"
-            if stale
-            else f"{len(missing)} module(s) not compiled, e.g. {missing[0]}"
+            f"{len(missing)} of the hot modules not compiled, e.g. {missing[0]}"
+            if missing
+            else "a compiled module older than its source: "
+            + next(name for name in stale if not _fresh(name))
         )
         warnings.warn(
             f"cstrace runs in pure Python ({why}): decoding is slower; reinstall with "
