@@ -58,7 +58,14 @@ HOT_MODULES: tuple[str, ...] = (
     "cstrace.protocols.itm.reader",
     "cstrace.protocols.itm.decoder",
 )
-"""The modules ``setup.py`` compiles, by their import names."""
+"""The modules ``setup.py`` compiles, by their import names.
+
+``isa/blocks.py`` and ``protocols/etmv4/decoder.py`` have a ``.pxd`` beside them
+(extension types, typed loops). The others are compiled as they are: their
+inner loops are generator functions, whose locals a ``.pxd`` cannot type (it
+types only ``cdef``/``cpdef`` functions and ``cdef`` classes), so compiling
+them gains little until those loops become methods (docs/performance.md).
+"""
 
 _ROOT = Path(__file__).resolve().parent
 _choice: dict[str, bool] = {}
