@@ -20,8 +20,9 @@ here decides instead, per hot module:
 - otherwise the extensions. The choice is the same for every hot module
   (the compiled modules share C types).
 
-When some hot module runs from its source without ``CSTRACE_PURE`` asking for
-it, :func:`install` warns once (a :class:`RuntimeWarning`), naming the fix:
+When the hot modules run from their sources without ``CSTRACE_PURE`` asking
+for it, :func:`install` warns once (a :class:`RuntimeWarning`; once per process
+tree: it sets ``CSTRACE_PURE_WARNED`` for child processes), naming the fix:
 reinstall (``pip install -e .``) with Cython and a C compiler. Results are the
 same in both modes; only the speed differs.
 
@@ -69,6 +70,8 @@ them gains little until those loops become methods (docs/performance.md).
 
 _ROOT = Path(__file__).resolve().parent
 _choice: dict[str, bool] = {}
+_WARNED = "CSTRACE_PURE_WARNED"
+"""Set in the environment once the pure-Python warning was given (child processes skip it)."""
 _installed = False
 
 
@@ -157,7 +160,7 @@ def install() -> None:
         return
     _installed = True
     sys.meta_path.insert(0, _HotFinder())
-    if pure_requested():
+    if pure_requested() or os.environ.get(_WARNED):
         return
     if not _use_extension(HOT_MODULES[0]):
         stale = [name for name in HOT_MODULES if _extension(name) is not None]
@@ -175,6 +178,8 @@ def install() -> None:
             RuntimeWarning,
             stacklevel=3,
         )
+        # Worker processes (--jobs, Dask) inherit the environment: they do not warn again.
+        os.environ[_WARNED] = "1"
 
 
 install()

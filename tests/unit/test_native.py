@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+import warnings
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +77,52 @@ def test_compiled_in_this_process_matches_the_imported_files() -> None:
     import cstrace.protocols.etmv4.decoder as dec
 
     assert cstrace.compiled() is (not str(dec.__file__).endswith(".py"))
+
+
+def _fresh_state(monkeypatch: pytest.MonkeyPatch, extension: bool) -> None:
+    """Forget this process's choice and pretend the extensions are (not) installed."""
+    monkeypatch.setattr(_native, "_choice", {})
+    monkeypatch.setattr(_native, "_installed", False)
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    monkeypatch.delenv("CSTRACE_PURE", raising=False)
+    monkeypatch.delenv(_native._WARNED, raising=False)
+    if not extension:
+        monkeypatch.setattr(_native, "_extension", lambda name: None)
+
+
+def test_missing_extensions_warn_once_per_process_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    _fresh_state(monkeypatch, extension=False)
+    with pytest.warns(RuntimeWarning, match="runs in pure Python .*not compiled"):
+        _native.install()
+    assert not any(_native._use_extension(name) for name in _native.HOT_MODULES)
+    assert os.environ.get(_native._WARNED) == "1"
+    # a child process (same environment, fresh state) stays quiet
+    monkeypatch.setattr(_native, "_installed", False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _native.install()
+
+
+def test_cstrace_pure_never_warns(monkeypatch: pytest.MonkeyPatch) -> None:
+    _fresh_state(monkeypatch, extension=False)
+    monkeypatch.setenv("CSTRACE_PURE", "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _native.install()
+    assert not any(_native._use_extension(name) for name in _native.HOT_MODULES)
+    assert _native._WARNED not in os.environ
+
+
+def test_a_stale_extension_is_not_used(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _fresh_state(monkeypatch, extension=True)
+    src = tmp_path / "mod.py"
+    ext = tmp_path / "mod.so"
+    ext.write_bytes(b"")
+    src.write_text("")
+    os.utime(ext, (1000, 1000))
+    os.utime(src, (2000, 2000))
+    monkeypatch.setattr(_native, "_source", lambda name: src)
+    monkeypatch.setattr(_native, "_extension", lambda name: ext)
+    with pytest.warns(RuntimeWarning, match="older than its source"):
+        _native.install()
+    assert not any(_native._use_extension(name) for name in _native.HOT_MODULES)
