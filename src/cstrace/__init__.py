@@ -22,6 +22,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+# cstrace._native comes first: importing it chooses compiled or pure-Python hot modules.
+from cstrace._native import compiled, compiled_modules
 from cstrace.analyses import (
     AddressRange,
     LossCounter,
@@ -58,6 +60,8 @@ from cstrace.protocols import DecodeOptions
 from cstrace.trace import Blob, Buffer, Dump, ExecContext, Image, Inferred, Origin, Source, Trace
 
 __all__ = [
+    "compiled",
+    "compiled_modules",
     "AddressRange",
     "BatchBuilder",
     "Blob",

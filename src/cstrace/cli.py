@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from cstrace import __version__
+from cstrace import __version__, compiled
 from cstrace.analyses import LossCounter, LossReport, NotDecoded, loss_report
 from cstrace.analyses.loss import SourceLoss
 from cstrace.decode import Session, SourceRun
@@ -351,7 +351,8 @@ def _build_parser() -> argparse.ArgumentParser:
         prog="cstrace",
         description="Decode ARM CoreSight trace (ETMv4/ETE, PTM, ETMv3, STM, ITM).",
     )
-    parser.add_argument("--version", action="version", version=f"cstrace {__version__}")
+    mode = "compiled" if compiled() else "pure Python"  # see cstrace._native
+    parser.add_argument("--version", action="version", version=f"cstrace {__version__} ({mode})")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 

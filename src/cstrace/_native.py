@@ -1,0 +1,185 @@
+"""Compiled or pure Python: which implementation of the hot modules is imported.
+
+Input: the environment variable ``CSTRACE_PURE`` and the files installed next
+to each hot module. Output: an import hook (:func:`install`, run when this
+module is imported, which ``cstrace/__init__.py`` does before anything else)
+and the answer to "which mode runs" (:func:`compiled`, :func:`compiled_modules`).
+
+The hot modules (``HOT_MODULES``: the readers' and decoders' inner loops, the
+block walker, the deformatter) are ordinary Python modules. When the package is
+installed with Cython and a C compiler at hand, ``setup.py`` also compiles each
+of them, unchanged, to an extension module beside its ``.py`` (Cython's pure
+Python mode; the ``.pxd`` file next to a module adds C types to it). Python's
+own import machinery prefers the extension to the source; the hook installed
+here decides instead, per hot module:
+
+- ``CSTRACE_PURE=1`` (any value but empty or ``0``): the ``.py`` source, always;
+- an extension older than its source (edited since the last build), or a
+  hot module with no extension: the ``.py`` sources, so that a stale build
+  never decodes with old code;
+- otherwise the extensions. The choice is the same for every hot module
+  (the compiled modules share C types).
+
+When the hot modules run from their sources without ``CSTRACE_PURE`` asking
+for it, :func:`install` warns once (a :class:`RuntimeWarning`; once per process
+tree: it sets ``CSTRACE_PURE_WARNED`` for child processes), naming the fix:
+reinstall (``pip install -e .``) with Cython and a C compiler. Results are the
+same in both modes; only the speed differs.
+
+This module depends on the standard library only; ``setup.py`` reads
+``HOT_MODULES`` from its text (keep it a literal tuple of strings).
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from pathlib import Path
+from types import ModuleType
+
+__all__ = ["HOT_MODULES", "compiled", "compiled_modules", "install", "pure_requested"]
+
+HOT_MODULES: tuple[str, ...] = (
+    "cstrace.capture.formatter",
+    "cstrace.isa.blocks",
+    "cstrace.isa.scan",
+    "cstrace.protocols.etmv4.reader",
+    "cstrace.protocols.etmv4.decoder",
+    "cstrace.protocols.ptm.reader",
+    "cstrace.protocols.ptm.decoder",
+    "cstrace.protocols.etmv3.reader",
+    "cstrace.protocols.etmv3.decoder",
+    "cstrace.protocols.stm.reader",
+    "cstrace.protocols.stm.decoder",
+    "cstrace.protocols.itm.reader",
+    "cstrace.protocols.itm.decoder",
+)
+"""The modules ``setup.py`` compiles, by their import names.
+
+``isa/blocks.py`` and ``protocols/etmv4/decoder.py`` have a ``.pxd`` beside them
+(extension types, typed loops). The others are compiled as they are: their
+inner loops are generator functions, whose locals a ``.pxd`` cannot type (it
+types only ``cdef``/``cpdef`` functions and ``cdef`` classes), so compiling
+them gains little until those loops become methods (docs/performance.md).
+"""
+
+_ROOT = Path(__file__).resolve().parent
+_choice: dict[str, bool] = {}
+_WARNED = "CSTRACE_PURE_WARNED"
+"""Set in the environment once the pure-Python warning was given (child processes skip it)."""
+_installed = False
+
+
+def pure_requested() -> bool:
+    """Whether ``CSTRACE_PURE`` asks for pure Python (set, and neither empty nor ``0``)."""
+    return os.environ.get("CSTRACE_PURE", "") not in ("", "0")
+
+
+def _source(name: str) -> Path:
+    """The ``.py`` file of hot module ``name``."""
+    return _ROOT.joinpath(*name.split(".")[1:]).with_suffix(".py")
+
+
+def _extension(name: str) -> Path | None:
+    """The compiled extension of hot module ``name``, if one is installed beside its source."""
+    src = _source(name)
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = src.with_suffix(suffix)
+        if path.is_file():
+            return path
+    return None
+
+
+def _fresh(name: str) -> bool:
+    """Whether hot module ``name`` has an extension at least as new as its source."""
+    ext = _extension(name)
+    src = _source(name)
+    return ext is not None and (not src.is_file() or ext.stat().st_mtime >= src.stat().st_mtime)
+
+
+def _use_extension(name: str) -> bool:
+    """Whether hot module ``name`` is imported from its extension (decided once).
+
+    All or nothing: the compiled modules share C types (a decoder reads the
+    block walker's ``Block`` as a C struct), so unless every hot module has a
+    fresh extension, and ``CSTRACE_PURE`` does not ask for pure Python, they
+    all run from their sources.
+    """
+    use = _choice.get(name)
+    if use is None:
+        use = not pure_requested() and all(_fresh(n) for n in HOT_MODULES)
+        for n in HOT_MODULES:
+            _choice[n] = use
+    return use
+
+
+class _HotFinder:
+    """A ``sys.meta_path`` finder that imports each hot module from the file chosen for it."""
+
+    @staticmethod
+    def find_spec(
+        fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        """The spec of a hot module (extension or source); ``None`` for any other module."""
+        if fullname not in HOT_MODULES:
+            return None
+        ext = _extension(fullname)
+        if _use_extension(fullname) and ext is not None:
+            return importlib.util.spec_from_file_location(fullname, ext)
+        src = _source(fullname)
+        loader = importlib.machinery.SourceFileLoader(fullname, str(src))
+        return importlib.util.spec_from_file_location(fullname, src, loader=loader)
+
+
+def compiled_modules() -> dict[str, bool]:
+    """For each hot module, whether it runs (or will run) compiled in this process."""
+    result = {}
+    for name in HOT_MODULES:
+        mod = sys.modules.get(name)
+        if mod is not None and getattr(mod, "__file__", None):
+            result[name] = not str(mod.__file__).endswith(".py")
+        else:
+            result[name] = _use_extension(name)
+    return result
+
+
+def compiled() -> bool:
+    """Whether cstrace runs its hot loops compiled (every hot module from its extension)."""
+    return all(compiled_modules().values())
+
+
+def install() -> None:
+    """Put the hot-module finder first on ``sys.meta_path``; warn once if pure by default."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    sys.meta_path.insert(0, _HotFinder())
+    if pure_requested() or os.environ.get(_WARNED):
+        return
+    if not _use_extension(HOT_MODULES[0]):
+        stale = [name for name in HOT_MODULES if _extension(name) is not None]
+        missing = [name for name in HOT_MODULES if _extension(name) is None]
+        why = (
+            f"{len(missing)} of the hot modules not compiled, e.g. {missing[0]}"
+            if missing
+            else "a compiled module older than its source: "
+            + next(name for name in stale if not _fresh(name))
+        )
+        warnings.warn(
+            f"cstrace runs in pure Python ({why}): decoding is slower; reinstall with "
+            "Cython and a C compiler at hand (pip install -e .), or set CSTRACE_PURE=1 "
+            "to choose pure Python and silence this warning",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        # Worker processes (--jobs, Dask) inherit the environment: they do not warn again.
+        os.environ[_WARNED] = "1"
+
+
+install()
