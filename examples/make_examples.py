@@ -548,6 +548,187 @@ def stm_trace(steps: list[Step]) -> list[tuple[int, bytes]]:
     return out
 
 
+# --------------------------------------------- the program as an ELF file, with DWARF
+# What a toolchain would have written for the etm_demo program, so that ``--image
+# program.elf`` gives the snapshot function names and source lines: an ELF64 executable
+# (ELF for the Arm 64-bit Architecture) with one PT_LOAD per piece of code, a symbol table
+# (functions, and the ``$x`` mapping symbols that mark A64 code), and DWARF 4 (DWARF
+# Debugging Information Format v4: §6.2 line numbers, §7.5 the compile unit) naming
+# ``program.s``, the assembly source written beside it, line by line.
+
+_PF_R_X = 0x5
+_SHF_ALLOC_EXEC = 0x6
+
+
+@dataclass
+class Piece:
+    """One piece of code of the image: its address, bytes, and the source line of each word."""
+
+    name: str
+    address: int
+    code: bytes
+    lines: list[int]
+
+
+def _uleb(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _sleb(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        done = (value == 0 and not byte & 0x40) or (value == -1 and byte & 0x40)
+        out.append(byte | (0 if done else 0x80))
+        if done:
+            return bytes(out)
+
+
+def _debug_line(pieces: list[Piece], source: str) -> bytes:
+    """A DWARF 4 line program: one row per instruction, a sequence per piece (§6.2.5)."""
+    header = bytes((4, 1, 1, 0xFB, 14, 13))  # min insn length, max ops, is_stmt, base, range
+    header += bytes((0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1))  # standard opcode lengths
+    header += b"\0"  # no include directories
+    header += source.encode() + b"\0" + _uleb(0) + _uleb(0) + _uleb(0) + b"\0"
+    program = bytearray()
+    for piece in pieces:
+        program += b"\0" + _uleb(9) + b"\x02" + piece.address.to_bytes(8, "little")
+        line = 1
+        for n, at in enumerate(piece.lines):
+            if n:
+                program += b"\x02" + _uleb(1)  # DW_LNS_advance_pc: one instruction
+            program += b"\x03" + _sleb(at - line) + b"\x01"  # advance_line, copy
+            line = at
+        program += b"\x02" + _uleb(1) + b"\0\x01\x01"  # past the last; DW_LNE_end_sequence
+    body = (4).to_bytes(2, "little") + len(header).to_bytes(4, "little") + header + program
+    return len(body).to_bytes(4, "little") + body
+
+
+def _debug_info(functions: list[tuple[str, int, int, int]], source: str) -> tuple[bytes, bytes]:
+    """``.debug_abbrev`` and ``.debug_info``: a compile unit and its subprograms (§7.5)."""
+    abbrev = b"\x01\x11\x01" + b"\x03\x08\x25\x08\x13\x05\x10\x17" + b"\0\0"
+    abbrev += b"\x02\x2e\x00" + b"\x03\x08\x3a\x0b\x3b\x05\x11\x01\x12\x07\x3f\x19" + b"\0\0"
+    abbrev += b"\0"
+    dies = b"\x01" + source.encode() + b"\0" + b"make_examples.py\0"
+    dies += (0x8001).to_bytes(2, "little")  # DW_LANG_Mips_Assembler
+    dies += (0).to_bytes(4, "little")  # DW_AT_stmt_list: the only line program
+    for name, start, size, line in functions:
+        dies += b"\x02" + name.encode() + b"\0" + bytes((1,)) + line.to_bytes(2, "little")
+        dies += start.to_bytes(8, "little") + size.to_bytes(8, "little")
+    dies += b"\0"
+    body = (4).to_bytes(2, "little") + (0).to_bytes(4, "little") + bytes((8,)) + dies
+    return abbrev, len(body).to_bytes(4, "little") + body
+
+
+def elf_image(
+    pieces: list[Piece], functions: list[tuple[str, int, int, int]], source: str
+) -> bytes:
+    """An AArch64 ELF executable holding ``pieces``, with symbols and DWARF line numbers.
+
+    ``functions``: (name, start, size, source line) of each function.
+    """
+    strtab = bytearray(b"\0")
+
+    def string(table: bytearray, text: str) -> int:
+        at = len(table)
+        table += text.encode() + b"\0"
+        return at
+
+    shstrtab = bytearray(b"\0")
+    abbrev, info = _debug_info(functions, source)
+    line = _debug_line(pieces, source)
+    # Symbols: the null one, the source file, a $x per piece (locals), then the functions.
+    symtab = bytearray(24)
+    symtab += string(strtab, source).to_bytes(4, "little") + bytes((0x04, 0))  # STT_FILE
+    symtab += (0xFFF1).to_bytes(2, "little") + bytes(16)  # SHN_ABS
+    for n, piece in enumerate(pieces, 1):
+        symtab += string(strtab, "$x").to_bytes(4, "little") + bytes((0x00, 0))
+        symtab += n.to_bytes(2, "little") + piece.address.to_bytes(8, "little") + bytes(8)
+    first_global = len(symtab) // 24
+    for name, start, size, _ in functions:
+        shndx = next(
+            n for n, p in enumerate(pieces, 1) if p.address <= start < p.address + len(p.code)
+        )
+        symtab += string(strtab, name).to_bytes(4, "little") + bytes((0x12, 0))  # GLOBAL FUNC
+        symtab += shndx.to_bytes(2, "little") + start.to_bytes(8, "little")
+        symtab += size.to_bytes(8, "little")
+
+    phoff, phnum = 64, len(pieces)
+    data = bytearray(64 + 56 * phnum)
+    # (name, type, flags, address, contents, link, info, alignment, entry size)
+    sections: list[tuple[str, int, int, int, bytes, int, int, int, int]] = [
+        (piece.name, 1, _SHF_ALLOC_EXEC, piece.address, piece.code, 0, 0, 4, 0) for piece in pieces
+    ]
+    symtab_index = len(pieces) + 1
+    sections += [
+        (".symtab", 2, 0, 0, bytes(symtab), symtab_index + 1, first_global, 8, 24),
+        (".strtab", 3, 0, 0, bytes(strtab), 0, 0, 1, 0),
+        (".debug_abbrev", 1, 0, 0, abbrev, 0, 0, 1, 0),
+        (".debug_info", 1, 0, 0, info, 0, 0, 1, 0),
+        (".debug_line", 1, 0, 0, line, 0, 0, 1, 0),
+    ]
+    names = [string(shstrtab, s[0]) for s in sections]
+    shstrtab_name = string(shstrtab, ".shstrtab")
+    sections.append((".shstrtab", 3, 0, 0, bytes(shstrtab), 0, 0, 1, 0))
+    names.append(shstrtab_name)
+    offsets = []
+    for sec in sections:
+        data += bytes(-len(data) % 8)
+        offsets.append(len(data))
+        data += sec[4]
+    data += bytes(-len(data) % 8)
+    shoff = len(data)
+    data += bytes(64)  # the null section header
+    for sec, name, offset in zip(sections, names, offsets, strict=True):
+        _, kind, flags, address, contents, link, sh_info, align, entsize = sec
+        data += name.to_bytes(4, "little") + kind.to_bytes(4, "little")
+        data += flags.to_bytes(8, "little") + address.to_bytes(8, "little")
+        data += offset.to_bytes(8, "little") + len(contents).to_bytes(8, "little")
+        data += link.to_bytes(4, "little") + sh_info.to_bytes(4, "little")
+        data += align.to_bytes(8, "little") + entsize.to_bytes(8, "little")
+    for n, piece in enumerate(pieces):
+        at = phoff + 56 * n
+        size = len(piece.code)
+        data[at : at + 56] = (
+            (1).to_bytes(4, "little") + _PF_R_X.to_bytes(4, "little")
+            + offsets[n].to_bytes(8, "little") + piece.address.to_bytes(8, "little")
+            + piece.address.to_bytes(8, "little") + size.to_bytes(8, "little")
+            + size.to_bytes(8, "little") + (4).to_bytes(8, "little")
+        )  # fmt: skip
+    ident = b"\x7fELF" + bytes((2, 1, 1, 0)) + bytes(8)  # ELFCLASS64, little-endian
+    header = ident + (2).to_bytes(2, "little") + (183).to_bytes(2, "little")  # ET_EXEC, AArch64
+    header += (1).to_bytes(4, "little") + pieces[0].address.to_bytes(8, "little")
+    header += phoff.to_bytes(8, "little") + shoff.to_bytes(8, "little") + bytes(4)
+    header += (64).to_bytes(2, "little") + (56).to_bytes(2, "little") + phnum.to_bytes(2, "little")
+    header += (64).to_bytes(2, "little") + (len(sections) + 1).to_bytes(2, "little")
+    header += len(sections).to_bytes(2, "little")  # .shstrtab is the last section
+    data[:64] = header
+    return bytes(data)
+
+
+def program_source(parts: list[tuple[str, Asm]]) -> tuple[str, dict[int, int]]:
+    """``program.s``: the assembly source of the program, and the line of each address."""
+    lines = ["// etm_demo: the program of the example (made by examples/make_examples.py)"]
+    where: dict[int, int] = {}
+    for title, asm in parts:
+        lines += ["", f"// {title}"]
+        names = {a: n for n, a in asm.labels.items()}
+        for pc, text, _, comment in asm.items:
+            if pc in names:
+                lines.append(f"{names[pc]}:")
+            where[pc] = len(lines) + 1
+            line = f"        {text:<24}" + (f"// {comment}" if comment else "")
+            lines.append(line.rstrip())
+    return "\n".join(lines) + "\n", where
+
+
 def _ini(section: str, items: dict[str, str]) -> str:
     return f"[{section}]\n" + "".join(f"{k}={v}\n" for k, v in items.items())
 
@@ -617,8 +798,35 @@ def etm_demo(root: Path) -> None:
             "user.bin": user_code,
             "kernel.bin": kernel_code,
             "program.txt": "\n".join(listing).encode() + b"\n",
+            **program_files(user, kernel),
         },
     )
+
+
+# The functions of the program: (name, first label, label after its end or None: the end).
+FUNCTIONS = (("_start", "_start", "square"), ("square", "square", None))
+HANDLERS = (("el0_sync", "el0_sync", "panic"), ("panic", "panic", None))
+
+
+def program_files(user: Asm, kernel: Asm) -> dict[str, bytes]:
+    """``program.s`` and ``program.elf``: the program's source and its ELF file with DWARF."""
+    source, where = program_source(
+        [
+            ("user program (EL0), at 0x400000", user),
+            ("kernel handler (EL1), VBAR_EL1 + 0x400", kernel),
+        ]
+    )
+    functions = []
+    for asm, table in ((user, FUNCTIONS), (kernel, HANDLERS)):
+        for name, first, after in table:
+            start = asm.labels[first]
+            end = asm.pc if after is None else asm.labels[after]
+            functions.append((name, start, end - start, where[start] - 1))  # its label
+    pieces = [
+        Piece(".text", user.base, user.code(), [where[pc] for pc, *_ in user.items]),
+        Piece(".text.kernel", kernel.base, kernel.code(), [where[pc] for pc, *_ in kernel.items]),
+    ]
+    return {"program.s": source.encode(), "program.elf": elf_image(pieces, functions, "program.s")}
 
 
 EXAMPLES: dict[str, Callable[[Path], None]] = {"stm_demo": stm_demo, "etm_demo": etm_demo}
