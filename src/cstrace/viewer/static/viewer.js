@@ -16,16 +16,23 @@ const state = {
   sourceKey: null,
   tl: { lo: 0, hi: 1, data: null, pending: 0 },
   overview: null,
+  inflight: 0,
 };
 
 const $ = (id) => document.getElementById(id);
 
+// Every query to the server; state.inflight counts those not answered yet.
 async function api(name, params) {
   const q = new URLSearchParams(params || {}).toString();
-  const res = await fetch(`/api/${name}${q ? "?" + q : ""}`);
-  const body = await res.json();
-  if (!res.ok) throw new Error(body.error || res.statusText);
-  return body;
+  state.inflight++;
+  try {
+    const res = await fetch(`/api/${name}${q ? "?" + q : ""}`);
+    const body = await res.json();
+    if (!res.ok) throw new Error(body.error || res.statusText);
+    return body;
+  } finally {
+    state.inflight--;
+  }
 }
 
 function status(text) { $("status").textContent = text || ""; }
@@ -35,6 +42,14 @@ function el(tag, cls, text) {
   if (cls) e.className = cls;
   if (text !== undefined && text !== null) e.textContent = text;
   return e;
+}
+
+// Scroll a pane (not the page) so that one of its children shows.
+function scrollWithin(pane, child, center) {
+  const top = child.offsetTop;  // the pane is positioned (viewer.css)
+  if (center) { pane.scrollTop = top - pane.clientHeight / 2 + child.offsetHeight / 2; return; }
+  if (top < pane.scrollTop) pane.scrollTop = top;
+  else if (top + child.offsetHeight > pane.scrollTop + pane.clientHeight) pane.scrollTop = top + child.offsetHeight - pane.clientHeight;
 }
 
 function basename(path) { return path ? path.split(/[\\/]/).pop() : ""; }
@@ -207,7 +222,7 @@ async function loadSource(addr) {
     frag.appendChild(d);
   }
   body.replaceChildren(frag);
-  if (current) current.scrollIntoView({ block: "center" });
+  if (current) scrollWithin(body, current, true);
 }
 
 async function loadFunction(addr, run) {
@@ -245,7 +260,7 @@ async function loadFunction(addr, run) {
     d.classList.toggle("current", on);
     if (on) cur = d;
   }
-  if (cur) cur.scrollIntoView({ block: "nearest" });
+  if (cur) scrollWithin(body, cur, false);
 }
 
 async function loadData(row) {
@@ -300,11 +315,17 @@ async function search(forward) {
   const from = state.selected === null ? (forward ? -1 : state.total) : state.selected;
   status("searching…");
   const t0 = performance.now();
-  const got = await api("search", { q, from, dir: forward ? 1 : -1 });
+  let got = await api("search", { q, from, dir: forward ? 1 : -1 });
+  let wrapped = "";
+  if (got.row === null && state.selected !== null) {
+    // Nothing further: go round from the other end.
+    got = await api("search", { q, from: forward ? -1 : state.total, dir: forward ? 1 : -1 });
+    wrapped = " (wrapped)";
+  }
   const ms = Math.round(performance.now() - t0);
   if (got.row === null) { status(`${got.message} (${ms} ms)`); return; }
   await select(got.row);
-  status(`${got.message}: row ${got.row} (${ms} ms)`);
+  status(`${got.message}: row ${got.row}${wrapped} (${ms} ms)`);
 }
 
 async function findExecution(addr, forward, fromStart) {
@@ -327,8 +348,11 @@ function colorOf(id, name) {
 
 let tlTimer = null;
 function loadTimeline() {
-  clearTimeout(tlTimer);
+  if (tlTimer !== null) { clearTimeout(tlTimer); state.inflight--; }
+  state.inflight++;
   tlTimer = setTimeout(async () => {
+    tlTimer = null;
+    state.inflight--;
     const cv = $("timeline");
     const ticket = ++state.tl.pending;
     const got = await api("timeline", { lo: Math.floor(state.tl.lo), hi: Math.ceil(state.tl.hi), width: cv.clientWidth || 1000 });
