@@ -492,9 +492,15 @@ def _build_parser() -> argparse.ArgumentParser:
             "function names and source lines. Stop with Ctrl-C."
         ),
     )
-    view.add_argument("snapshot", metavar="INPUT", help="snapshot, package, raw capture or perf.data")
     view.add_argument(
-        "--port", type=int, default=8040, metavar="N", help="port to serve on (0: any; default 8040)"
+        "snapshot", metavar="INPUT", help="snapshot, package, raw capture or perf.data"
+    )
+    view.add_argument(
+        "--port",
+        type=int,
+        default=8040,
+        metavar="N",
+        help="port to serve on (0: any; default 8040)",
     )
     view.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
@@ -508,10 +514,20 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def view_command(args: argparse.Namespace, err: TextIO) -> int:
     """``cstrace view INPUT``: decode once, then serve the viewer page until interrupted."""
+    import importlib.util
+    import threading
     import time
 
     from cstrace.viewer import TraceStore, make_server
 
+    missing = [m for m in ("duckdb", "pyarrow") if importlib.util.find_spec(m) is None]
+    if missing:
+        print(
+            f"cstrace: error: cstrace view needs {' and '.join(missing)}: "
+            "pip install 'cstrace[view]'",
+            file=err,
+        )
+        return 2
     trace = open_from_args(args)
     _warn(trace.issues, err)
     began = time.perf_counter()
@@ -534,6 +550,8 @@ def view_command(args: argparse.Namespace, err: TextIO) -> int:
         print(f"cstrace: error: cannot serve on {args.host}:{args.port}: {exc.strerror}", file=err)
         return 2
     print(f"cstrace view: serving {server.url} (Ctrl-C to stop)", flush=True)
+    # The first text search and the timeline need every executed instruction: made now.
+    threading.Thread(target=store.warm, daemon=True).start()
     if not args.no_open:
         import webbrowser
 

@@ -116,9 +116,7 @@ class Page:
         # bypass_csp: the page's policy forbids eval, which wait_for_function uses.
         self.page = browser.new_page(viewport={"width": 1500, "height": 900}, bypass_csp=True)
         self.errors: list[str] = []
-        self.page.on(
-            "console", lambda m: self.errors.append(m.text) if m.type == "error" else None
-        )
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.page.goto(url)
         self.page.wait_for_selector("body[data-ready='1']")
@@ -205,7 +203,7 @@ def test_etm_demo(browser: Any, shots: Path) -> None:
         line = pick["src"].split(":")[1]
         assert page.page.inner_text("#source-title").endswith(f"program.s:{line}")
         current = page.page.inner_text("#source-body .src-line.current")
-        assert current.split()[0] == line and "×" in current
+        assert current.split()[0] == line and "\u00d7" in current
         assert page.page.inner_text("#disasm-title").startswith("square")
         assert pick["addr"] in page.page.inner_text("#disasm-body .dis-line.current")
         page.page.screenshot(path=str(shots / "viewer-etm-demo.png"))
@@ -278,7 +276,7 @@ def test_program_with_dwarf(browser: Any, shots: Path, tmp_path: Path) -> None:
         source = page.page.inner_text("#source-body")
         assert "static int f1(int n)" in source and "s += i & 3;" in source
         loop = page.page.locator("#source-body .src-line", has_text="s += i & 3;")
-        count = int(loop.locator(".cnt").inner_text().rstrip("×"))
+        count = int(loop.locator(".cnt").inner_text().rstrip("\u00d7"))
         assert count >= 100  # the loop body ran at least 100 times in one call
         # Mixed source and disassembly of f1.
         assert page.page.inner_text("#disasm-title").startswith("f1")
@@ -369,4 +367,3 @@ def test_no_internet_in_the_page() -> None:
     for f in static.iterdir():
         text = f.read_text()
         assert not re.search(r"(https?:)?//[a-z0-9.-]+\.[a-z]{2,}", text, re.IGNORECASE), f
-

@@ -109,10 +109,10 @@ class ViewerServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: ViewerServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         """Requests are not logged (the library never prints)."""
 
-    def do_GET(self) -> None:  # noqa: N802 - the standard library's name
+    def do_GET(self) -> None:
         """Answer one GET: a static file or a query."""
         parts = urlsplit(self.path)
         path = parts.path

@@ -36,18 +36,18 @@ from cstrace.batch import ElementBatch
 from cstrace.decode import Session
 from cstrace.elements import (
     Custom,
-    ElemType,
     Element,
+    ElemType,
     Isa,
     ITMPacketType,
     ITMTrace,
     SWTrace,
     TraceOnReason,
 )
-from cstrace.errors import Issue
+from cstrace.errors import CstraceError, Issue
 from cstrace.protocols import DecodeOptions
 from cstrace.trace import Trace
-from cstrace.viewer.code import CodeView, Disassemble, Instr
+from cstrace.viewer.code import CodeView, Disassemble, Instr, instruction_sizes
 
 __all__ = ["RunInfo", "TraceStore"]
 
@@ -69,6 +69,8 @@ _GAP_TYPES = {
     ElemType.I_RANGE_NOPATH,
     ElemType.UNKNOWN,
 }
+_CHUNK = 1 << 18
+"""Elements a search looks at per step."""
 _MAX_WINDOW = 2000
 """The most rows one window request gives."""
 _MAX_FUNCTION = 4096
@@ -170,6 +172,7 @@ class TraceStore:
         self._lock = threading.RLock()
         self._coverage: _Coverage | None = None
         self._slices: _Slices | None = None
+        self._texts: list[str] | None = None
         self._functions: list[Any] | None = None
         self._func_starts: npt.NDArray[np.uint64] | None = None
 
@@ -305,9 +308,13 @@ class TraceStore:
         writes: list[bool] = []
         texts: list[str] = []
         if len(where):
+            # The ISA of each data element's load or store: that of the last range before it.
+            types = b["type"]
+            at = np.maximum.accumulate(np.where(types == _RANGE, np.arange(len(b)), 0))
+            isas = b["isa"][at[where]].tolist()
             sub = ElementBatch({k: v[where] for k, v in b.columns.items()}, b.objects)
-            for seq, elem in zip(where.tolist(), sub, strict=True):
-                row = self._data_row(seq, elem)
+            for seq, elem, isa in zip(where.tolist(), sub, isas, strict=True):
+                row = self._data_row(seq, elem, isa)
                 if row is None:
                     continue
                 kind, key, value, write, text = row
@@ -328,8 +335,11 @@ class TraceStore:
             }
         )
 
-    def _data_row(self, seq: int, elem: Element) -> tuple[str, str, str | None, bool, str] | None:
-        """``(kind, key, value, is a write, text)`` of one data element, None if it is none."""
+    def _data_row(
+        self, seq: int, elem: Element, isa: int
+    ) -> tuple[str, str, str | None, bool, str] | None:
+        """``(kind, key, value, is a write, text)`` of one data element, None if it is none;
+        ``isa`` is that of the run's last instruction range before it."""
         from cstrace.render.text import element_details
 
         text = element_details(elem)
@@ -350,29 +360,28 @@ class TraceStore:
             if not isinstance(value_bytes, bytes | None) or not isinstance(address, int | None):
                 return "custom", "custom", None, False, text
             value = None if value_bytes is None else "0x" + value_bytes[::-1].hex()
-            access = self._access(seq, pc)
+            access = self._access(seq, pc, isa)
             key = _hex(address) or "(address not traced)"
             return access, key, value, access == "write", text
-        return "instrumentation", f"EL{getattr(elem, 'el', 0)}", _hex(getattr(elem, "value", 0)), (
-            True
-        ), text
+        return (
+            "instrumentation",
+            f"EL{getattr(elem, 'el', 0)}",
+            _hex(getattr(elem, "value", 0)),
+            (True),
+            text,
+        )
 
-    def _access(self, seq: int, pc: object) -> str:
-        """Whether the instruction at ``pc`` (run of element ``seq``) reads or writes."""
-        if not isinstance(pc, int):
-            return "access"
+    def _access(self, seq: int, pc: object, isa: int) -> str:
+        """Whether the instruction at ``pc`` (``isa``, run of element ``seq``) reads or
+        writes, by its mnemonic."""
         run = self.runs[int(self.run_of[seq])]
-        if run.code is None:
+        if not isinstance(pc, int) or run.code is None:
             return "access"
-        types = self.batch["type"][run.first : seq + 1]
-        ranges = np.flatnonzero(types == _RANGE)
-        isa = int(self.batch["isa"][run.first + ranges[-1]]) if len(ranges) else int(Isa.A32)
-        opcode = run.code.read(pc, 4 if isa != Isa.T32 else 4)
-        if not opcode:
+        opcode = run.code.read(pc, 4)
+        sizes = instruction_sizes(opcode, isa, 1)
+        if not sizes:
             return "access"
-        text = run.code.text(Instr(pc, len(opcode), opcode[: 2 if isa == Isa.T32 else 4]), isa)
-        if isa == Isa.T32 and text == "?":
-            text = run.code.text(Instr(pc, 4, opcode), isa)
+        text = run.code.text(Instr(pc, sizes[0], opcode[: sizes[0]]), isa)
         if _STORE_MNEMONICS.match(text):
             return "write"
         if _LOAD_MNEMONICS.match(text):
@@ -386,9 +395,21 @@ class TraceStore:
             self.symbols_error = "no symbols analysis in this cstrace"
             return
         try:
-            self.symbols = Symbols.from_trace(trace, images)
-        except Exception as exc:  # a bad image is reported in the page, not fatal here
+            symbols = Symbols.from_trace(trace, images)
+        except CstraceError as exc:  # a bad image: the page says so
             self.symbols_error = str(exc)
+            return
+        if symbols.functions():
+            self.symbols = symbols
+        else:
+            self.symbols_error = "the trace's images have no symbols"
+
+    def warm(self) -> None:
+        """Make what the first queries of a kind would otherwise wait for: the executed
+        addresses and their disassembly (text search, counts), the timeline's slices."""
+        self.coverage()
+        self.slices()
+        self._executed_texts()
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -557,54 +578,63 @@ class TraceStore:
     def _find_text(self, query: str) -> list[tuple[int, int]]:
         cov = self.coverage()
         low = query.lower()
-        out: list[tuple[int, int]] = []
-        for addr, run, isa in zip(
-            cov.addresses.tolist(), cov.runs.tolist(), cov.isas.tolist(), strict=True
-        ):
-            code = self.runs[run].code
-            assert code is not None
-            op = code.read(addr, 4)
-            size = 4
-            if isa == Isa.T32 and op:
-                size = 4 if ((op[0] | op[1] << 8) >> 11) in (0b11101, 0b11110, 0b11111) else 2
-            if low in code.text(Instr(addr, size, op[:size]), isa).lower():
-                out.append((addr, addr + 1))
-                if len(out) >= 4096:
-                    break
-        return out
+        texts = self._executed_texts()
+        hits = [i for i, text in enumerate(texts) if low in text]
+        return [(int(cov.addresses[i]), int(cov.addresses[i]) + 1) for i in hits[:4096]]
+
+    def _executed_texts(self) -> list[str]:
+        """The disassembly of every executed instruction, lower case, in the order of
+        :meth:`coverage` (made once, on the first text search)."""
+        with self._lock:
+            if self._texts is None:
+                cov = self.coverage()
+                texts: list[str] = []
+                for addr, run, isa in zip(
+                    cov.addresses.tolist(), cov.runs.tolist(), cov.isas.tolist(), strict=True
+                ):
+                    code = self.runs[run].code
+                    assert code is not None
+                    op = code.read(addr, 4)
+                    size = (instruction_sizes(op, isa, 1) or [4])[0]
+                    texts.append(code.text(Instr(addr, size, op[:size]), isa).lower())
+                self._texts = texts
+            return self._texts
 
     def _find(self, intervals: list[tuple[int, int]], row: int, forward: bool) -> int | None:
-        """The first row after (before) ``row`` whose instruction falls in ``intervals``."""
-        import pyarrow as pa
+        """The first row after (before) ``row`` whose instruction falls in ``intervals``.
 
+        The intervals are merged into sorted, disjoint ones; a range ``[start, end)``
+        overlaps one of them when the first interval ending after ``start`` begins
+        before ``end``: two binary searches per range, over the columns, a chunk at a
+        time from ``row`` on, so a near match costs little and a far one a scan.
+        """
+        if not len(self.batch):
+            return None
         e, i = self.locate(max(0, min(row, self.total_rows - 1)))
-        hit = self._hit(e, intervals, i, forward)
-        if hit is not None:
-            return hit
-        cur = self._cursor()
-        iv = pa.table(
-            {
-                "lo": pa.array([a for a, _ in intervals], pa.uint64()),
-                "hi": pa.array([b for _, b in intervals], pa.uint64()),
-            }
-        )
-        cur.register("iv", iv)
-        op, order = (">", "ASC") if forward else ("<", "DESC")
-        # A range overlaps an interval; the walk then says which instruction it is.
-        sql = (
-            f"SELECT DISTINCT seq FROM el JOIN iv ON el.start < iv.hi AND el.\"end\" > iv.lo "
-            f"WHERE el.type = {_RANGE} AND seq {op} ? ORDER BY seq {order} LIMIT 64"
-        )
-        last = e
-        while True:
-            seqs = [int(r[0]) for r in cur.execute(sql, [last]).fetchall()]
-            if not seqs:
-                return None
-            for s in seqs:
+        if row >= 0:
+            hit = self._hit(e, intervals, i, forward)
+            if hit is not None:
+                return hit
+            first = e + 1 if forward else e - 1
+        else:
+            first = 0
+        los, his = _merge(intervals)
+        types, starts, ends = self.batch["type"], self.batch["start"], self.batch["end"]
+        n = len(types)
+        pos = first
+        while 0 <= pos < n:
+            a, b = (pos, min(n, pos + _CHUNK)) if forward else (max(0, pos - _CHUNK + 1), pos + 1)
+            k = np.searchsorted(his, starts[a:b], side="right")
+            inside = k < len(his)
+            lo_k = los[np.minimum(k, len(los) - 1)]
+            ok = inside & (lo_k < ends[a:b]) & (types[a:b] == _RANGE)
+            found = np.flatnonzero(ok) + a
+            for s in found.tolist() if forward else reversed(found.tolist()):
                 hit = self._hit(s, intervals, None, forward)
                 if hit is not None:
                     return hit
-            last = seqs[-1]
+            pos = b if forward else a - 1
+        return None
 
     def _hit(
         self, e: int, intervals: list[tuple[int, int]], after: int | None, forward: bool
@@ -634,7 +664,7 @@ class TraceStore:
         cur = self._cursor()
         got = cur.execute(
             f'SELECT start, "end", num_instr, isa, min(run), count(*) FROM el '
-            f"WHERE type = {_RANGE} GROUP BY start, \"end\", num_instr, isa"
+            f'WHERE type = {_RANGE} GROUP BY start, "end", num_instr, isa'
         ).fetchnumpy()
         starts = np.asarray(got["start"], np.uint64)
         n = np.asarray(got["num_instr"], np.int64)
@@ -834,7 +864,9 @@ class TraceStore:
             b = int(np.searchsorted(starts, hi, side="left"))
             s, t, f = starts[a:b], ends[a:b], ids[a:b]
             wide = (t - s) >= per_px
-            slices = [[int(x), int(y), int(z)] for x, y, z in zip(s[wide], t[wide], f[wide])]
+            slices = [
+                [int(x), int(y), int(z)] for x, y, z in zip(s[wide], t[wide], f[wide], strict=True)
+            ]
             used.update(int(z) for z in f[wide])
             narrow = s[~wide]
             px = np.unique(((narrow - lo) / per_px).astype(np.int64))
@@ -969,6 +1001,20 @@ class TraceStore:
             }
             for name, (n, start) in per.items()
         ]
+
+
+def _merge(intervals: list[tuple[int, int]]) -> tuple[npt.NDArray[np.uint64], ...]:
+    """``[lo, hi)`` intervals merged into sorted, disjoint ones: ``(los, his)``."""
+    out: list[list[int]] = []
+    for lo, hi in sorted(intervals):
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return (
+        np.array([x[0] for x in out], np.uint64),
+        np.array([min(x[1], (1 << 64) - 1) for x in out], np.uint64),
+    )
 
 
 def _row_kind(elem: Element) -> str:
