@@ -236,9 +236,10 @@ def test_etm_demo(browser: Any, shots: Path) -> None:
         names = set(page.js("Object.values(state.tl.data.names)"))
         assert {"_start", "square", "EL0", "EL1"} <= names
         _check_timeline_click(page, "square")
-        page.page.screenshot(path=str(shots / "viewer-timeline.png"))
         # The overview: sources, what the trace lost, top functions.
         page.page.click("#tab-overview")
+        assert page.page.is_visible("#overview-body")
+        assert not page.page.is_visible("#list-pane")
         text = page.page.inner_text("#overview-body")
         assert "ETM_0" in text and "STM_0" in text and "What the trace lost" in text
         assert "_start" in text.split("Top functions")[1]
@@ -283,6 +284,19 @@ def test_program_with_dwarf(browser: Any, shots: Path, tmp_path: Path) -> None:
         assert "prog.c:" in page.page.inner_text("#disasm-body")
         page.page.screenshot(path=str(shots / "viewer-dwarf.png"))
         _check_timeline_click(page, "f2")
+        # Zoom in around the selection: fewer rows across, slices of single calls.
+        before = page.js("state.tl.hi - state.tl.lo")
+        x = page.js(
+            "(state.selected - state.tl.lo) / (state.tl.hi - state.tl.lo)"
+            " * document.getElementById('timeline').clientWidth"
+        )
+        page.page.mouse.move(x, page.page.locator("#timeline").bounding_box()["y"] + 30)
+        for _ in range(4):
+            page.page.mouse.wheel(0, -100)
+        page.settle()
+        assert page.js("state.tl.hi - state.tl.lo") < before / 2
+        assert page.js("state.tl.data.lo") > 0
+        page.page.screenshot(path=str(shots / "viewer-timeline.png"))
         page.close()
     finally:
         stop_viewer(viewer)

@@ -109,9 +109,9 @@ class CodeView:
         return result
 
     def text(self, instr: Instr, isa: int) -> str:
-        """The disassembly of ``instr`` (``?`` without its opcode)."""
+        """The disassembly of ``instr`` (``(no code image)`` without its opcode)."""
         if not instr.opcode:
-            return "?"
+            return "(no code image)"
         key = (instr.address, isa, instr.opcode)
         got = self._text.get(key)
         if got is None:

@@ -551,7 +551,8 @@ async function start() {
   setupTimeline();
   renderList();
   loadTimeline();
-  status(`${o.rows} rows`);
+  const problems = o.issues.length ? ` · ${o.issues.length} problem(s) met: see Overview` : "";
+  status(`${o.rows} rows${problems}${o.symbols ? " · " + o.symbols : ""}`);
   document.body.dataset.ready = "1";
 }
 
