@@ -509,6 +509,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "--no-open", action="store_true", help="do not open the page in a web browser"
     )
     add_input_options(view)
+    _add_disasm_parser(sub)
     return parser
 
 
@@ -815,6 +816,127 @@ def profile_command(args: argparse.Namespace, err: TextIO) -> int:
     return 2 if errors else 0
 
 
+# -- cstrace disasm ------------------------------------------------------------------------
+
+
+def _add_disasm_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    dis = sub.add_parser(
+        "disasm",
+        help="list every executed instruction with its function, text and source line",
+        description=(
+            "Decode INPUT and list every instruction it executed, once per execution, in "
+            "trace order (each trace source after the other): address, function+offset, "
+            "opcode, the instruction's text (capstone) and the source file:line (DWARF), "
+            "with exceptions, trace gaps, context changes, timestamps and software-trace "
+            "messages in line. Symbols and line tables come from the ELF images given with "
+            "--image (which work with every input, a snapshot whose memory dumps hold the "
+            "code included) and from those the input names."
+        ),
+    )
+    dis.add_argument(
+        "snapshot",
+        metavar="INPUT",
+        help="snapshot, trace package, perf.data recording or raw trace capture",
+    )
+    dis.add_argument(
+        "--source", action="store_true", help="interleave the source lines with the code"
+    )
+    dis.add_argument(
+        "--range",
+        metavar="START:END",
+        help="only instructions at addresses from START up to END (excluded)",
+    )
+    dis.add_argument("--function", metavar="NAME", help="only instructions of this function")
+    dis.add_argument(
+        "--last",
+        type=int,
+        metavar="N",
+        help="only the last N instructions of each trace source (what ran before the end)",
+    )
+    dis.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    add_input_options(dis)
+
+
+def _disasm_range(text: str | None) -> tuple[int | None, int | None]:
+    if text is None:
+        return None, None
+    first, sep, second = text.partition(":")
+    try:
+        start = int(first, 0) if first else None
+        end = int(second, 0) if second else None
+    except ValueError:
+        start = end = None
+        sep = ""
+    if not sep or (start is not None and end is not None and end <= start):
+        raise CstraceError(f"--range {text!r}: give START:END, two addresses with START < END")
+    return start, end
+
+
+def _disasm_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -> Iterator[str]:
+    """The output lines of ``disasm``."""
+    from cstrace.analyses.instructions import Disassembler, walk_run
+    from cstrace.analyses.symbols import Symbols
+    from cstrace.render.disasm import DisasmOptions, disasm_lines
+
+    start, end = _disasm_range(args.range)
+    if args.last is not None and args.last < 1:
+        raise CstraceError("--last must be a positive number of instructions")
+    trace = open_from_args(args)
+    _warn(trace.issues, err)
+    for text in args.image:
+        name = text.rpartition("@")[0] or text
+        with open(name, "rb") as f:
+            if f.read(4) != b"\x7fELF":
+                print(
+                    f"cstrace: warning: {name}: not an ELF file: its bytes are code, "
+                    "with no symbols or source lines",
+                    file=err,
+                )
+    symbols = Symbols.from_trace(trace)
+    if args.function is not None and not any(
+        args.function in (f.name, f.raw_name) for f in symbols.functions()
+    ):
+        raise CstraceError(
+            f"--function {args.function!r}: no function of that name in the images "
+            "(give the program with --image)"
+        )
+    options = DisasmOptions(args.source, start, end, args.function, args.last)
+    disassembler = Disassembler()
+    session = Session(trace, DecodeOptions())
+    for buffer in trace.buffers:
+        decoded = session.open_buffer(buffer)
+        _warn(decoded.issues, err)
+        errors.extend(decoded.errors)
+        for run in decoded.runs:
+            yield f"# source {run.source.name} ({run.protocol.name}), trace ID {run.trace_id:#x}"
+            yield from disasm_lines(walk_run(session, run), symbols, disassembler, options)
+            _warn(session.new_issues(), err)
+
+
+def disasm_command(args: argparse.Namespace, err: TextIO) -> int:
+    """``cstrace disasm INPUT``: the executed instructions, symbolised."""
+    errors: list[Issue] = []
+    lines = _disasm_lines(args, err, errors)
+    if args.output:
+        first = next(lines, None)  # the input is opened and checked before the file is made
+        try:
+            out_file = open(args.output, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+        except OSError as exc:
+            print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
+            return 2
+        with out_file:
+            if first is not None:
+                out_file.write(first + "\n")
+            _write(lines, out_file)
+    else:
+        stdout = sys.stdout
+        if isinstance(stdout, io.TextIOWrapper):
+            stdout.reconfigure(newline="\n")
+        _write(lines, stdout)
+        stdout.flush()
+    return 2 if errors else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = _build_parser()
@@ -829,6 +951,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return profile_command(args, err)
         if args.command == "view":
             return view_command(args, err)
+        if args.command == "disasm":
+            return disasm_command(args, err)
         if args.command == "decode":
             trace = open_from_args(args)
             errors: list[Issue] = []

@@ -56,7 +56,7 @@ def fenced_blocks(path: Path) -> list[tuple[str, list[str], int]]:
 
 
 # The user documentation; other pages (architecture.md, metadata.md...) have their own tests.
-USER_DOCS = ("README.md", "usage.md", "api.md", "protocols.md", "performance.md")
+USER_DOCS = ("README.md", "usage.md", "api.md", "protocols.md", "performance.md", "disasm.md")
 
 
 def _doc_files() -> list[Path]:

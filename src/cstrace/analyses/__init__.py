@@ -11,10 +11,22 @@ output: typed results (dataclasses). Nothing here prints: text is made by
   taken branches with counts, per program binary) and synthesised branch-stack
   samples, for AutoFDO, llvm-profgen, BOLT and tools that read perf's text
   (written by :mod:`cstrace.render.profiles`).
+- :mod:`cstrace.analyses.symbols`: function names and DWARF source lines of
+  addresses, from ELF images.
+- :mod:`cstrace.analyses.instructions`: the instructions executed, walked
+  from the decoded instruction ranges, and their text (capstone).
 """
 
 from __future__ import annotations
 
+from cstrace.analyses.instructions import (
+    Disassembler,
+    Executed,
+    Passed,
+    RunWalker,
+    iter_executed,
+    walk_run,
+)
 from cstrace.analyses.loss import (
     AddressRange,
     LossCounter,
@@ -35,22 +47,32 @@ from cstrace.analyses.profile import (
     profile_trace,
     resolver_for,
 )
+from cstrace.analyses.symbols import Function, SourceLine, Symbols
 
 __all__ = [
     "AddressRange",
     "BinaryProfile",
     "BranchSample",
     "BranchSampler",
+    "Disassembler",
+    "Executed",
+    "Function",
     "LossCounter",
     "LossReport",
     "NotDecoded",
     "Occurrence",
     "Occurrences",
+    "Passed",
     "Profile",
     "ProfileCounter",
+    "RunWalker",
+    "SourceLine",
     "SourceLoss",
+    "Symbols",
     "image_resolver",
+    "iter_executed",
     "loss_report",
     "profile_trace",
     "resolver_for",
+    "walk_run",
 ]

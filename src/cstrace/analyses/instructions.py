@@ -53,7 +53,7 @@ from cstrace.memory.code import CodeMemory
 from cstrace.protocols import DecodeOptions
 from cstrace.trace import ExecContext, Trace
 
-__all__ = ["Disassembler", "Executed", "Passed", "RunWalker", "Step", "iter_executed"]
+__all__ = ["Disassembler", "Executed", "Passed", "RunWalker", "Step", "iter_executed", "walk_run"]
 
 _S_SPACE = (MemSpace.EL1S, MemSpace.EL1S, MemSpace.EL2S, MemSpace.EL3)
 _N_SPACE = (MemSpace.EL1N, MemSpace.EL1N, MemSpace.EL2, MemSpace.EL3)

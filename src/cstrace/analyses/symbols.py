@@ -417,17 +417,19 @@ class Symbols:
                 continue
             if trace.events is not None and trace.binaries is not None:
                 continue  # a recording's binary: placed by its memory maps, per process
+            # An image named on the command line must be good; the input's own are taken
+            # where they can be read (decoding reports the others).
+            strict = image.origin.path == "command line"
             try:
                 if not image.file.exists():
                     continue
                 data = image.file.read()
-            except CstraceError:
-                continue
-            if data[:4] != b"\x7fELF":
-                continue
-            try:
+                if data[:4] != b"\x7fELF":
+                    continue
                 out.add_elf_bytes(data, image.file.name)
             except CstraceError:
+                if strict:
+                    raise
                 continue
             placed = out._placed[-1]
             if image.base is not None:
