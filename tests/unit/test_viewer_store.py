@@ -141,14 +141,27 @@ def test_data_last_values() -> None:
 
 
 def test_timeline(demo: TraceStore) -> None:
-    """Function slices cover the instruction rows; exceptions are marked."""
-    tl = demo.timeline(0, demo.total_rows, 1000)
+    """Function slices cover the instruction rows, on the trace's time; exceptions are
+    marked; clicking is by first row."""
+    tl = demo.timeline(None, None, 1000)
+    assert tl["axis"] == "time"
     lane = tl["lanes"][0]
-    names = {tl["names"][str(f)] for _, _, f in lane["slices"]}
+    names = {tl["names"][str(s[2])] for s in lane["slices"]}
     assert {"_start", "square", "el0_sync"} <= names
     assert len(lane["marks"]) == 2  # the two SVCs
-    for s, e, _ in lane["slices"]:
-        assert 0 <= s < e <= demo.total_rows
+    rows = demo.rows(0, demo.total_rows)["rows"]
+    for x0, x1, f, r0, r1 in lane["slices"]:
+        assert x0 <= x1 and 0 <= r0 < r1 <= demo.total_rows
+        assert rows[r0]["func"] == tl["names"][str(f)]
+        assert demo.position(r0)["x"] == x0
+    # Time goes forward along the rows.
+    xs = [s[0] for s in lane["slices"]]
+    assert xs == sorted(xs)
+    # Zoomed in: only what overlaps the window, nothing narrower than a pixel is a slice.
+    lo, hi = xs[1], xs[3]
+    part = demo.timeline(lo, hi, 200)
+    for x0, x1, *_ in part["lanes"][0]["slices"]:
+        assert x1 >= lo and x0 <= hi and (x1 - x0) >= (hi - lo) / 200
 
 
 @pytest.fixture

@@ -19,7 +19,9 @@ Queries (every number in decimal, addresses in hexadecimal):
 - ``/api/source?addr=A``: the source around the address's line, with counts;
 - ``/api/function?addr=A&run=K``: the function's disassembly, with counts;
 - ``/api/data?row=R``: data and messages near a row, and the last values written;
-- ``/api/timeline?lo=R&hi=R&width=PX``: slices of each source between two rows.
+- ``/api/timeline?lo=X&hi=X&width=PX``: slices of each source between two points of the
+  timeline's axis (trace time, or rows when the trace has no timestamps);
+- ``/api/position?row=R``: where a row is on that axis.
 """
 
 from __future__ import annotations
@@ -68,6 +70,15 @@ class _Query:
         except ValueError:
             raise QueryError(f"parameter {name!r} is not a number: {value!r}") from None
 
+    def float(self, name: str) -> float | None:
+        value = self._params.get(name)
+        if value is None:
+            return None
+        try:
+            return float(value)
+        except ValueError:
+            raise QueryError(f"parameter {name!r} is not a number: {value!r}") from None
+
     def forward(self) -> bool:
         return self.int("dir", 1) >= 0
 
@@ -83,9 +94,8 @@ def _routes(store: TraceStore) -> dict[str, Callable[[_Query], Any]]:
         "source": lambda q: store.source(q.int("addr", base=16)),
         "function": lambda q: store.function(q.int("addr", base=16), q.int("run", 0)),
         "data": lambda q: store.data(q.int("row", 0)),
-        "timeline": lambda q: store.timeline(
-            q.int("lo", 0), q.int("hi", store.total_rows), q.int("width", 1000)
-        ),
+        "timeline": lambda q: store.timeline(q.float("lo"), q.float("hi"), q.int("width", 1000)),
+        "position": lambda q: store.position(q.int("row", 0)),
     }
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,7 @@ from cstrace.viewer.code import CodeView, Disassemble, Instr, instruction_sizes
 __all__ = ["RunInfo", "TraceStore"]
 
 I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
 
 _RANGE = int(ElemType.INSTR_RANGE)
 _DATA_TYPES = (
@@ -141,10 +142,45 @@ class _Coverage:
 
 @dataclass
 class _Slices:
-    """The timeline of each run: function slices and exception-level slices, in rows."""
+    """The timeline of each run: function and exception-level slices, exceptions and
+    messages, in rows and on the timeline's axis (rows, or trace time)."""
 
     lanes: list[dict[str, Any]] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
+    axis: str = "rows"
+    anchors: dict[int, tuple[F64, F64]] = field(default_factory=dict)
+    extent: tuple[float, float] = (0.0, 1.0)
+
+    def to_axis(self, run: int, rows: I64) -> F64:
+        """Rows of ``run`` as positions on the axis."""
+        if self.axis == "rows" or run not in self.anchors:
+            return rows.astype(np.float64)
+        xp, fp = self.anchors[run]
+        return np.interp(rows.astype(np.float64), xp, fp)
+
+    def add(
+        self, run: int, name: str, kind: str, slices: tuple[I64, I64, I64], marks: I64, msgs: I64
+    ) -> None:
+        """A lane of ``run``: ``slices`` as ``(first rows, end rows, name ids)``."""
+        r0, r1, ids = slices
+        x0 = self.to_axis(run, r0)
+        x1 = np.maximum(self.to_axis(run, r1), x0)
+        self.lanes.append(
+            {
+                "name": name,
+                "kind": kind,
+                "run": run,
+                "r0": r0,
+                "r1": r1,
+                "ids": ids,
+                "x0": x0,
+                "x1": x1,
+                "marks": marks,
+                "xmarks": self.to_axis(run, marks),
+                "msgs": msgs,
+                "xmsgs": self.to_axis(run, msgs),
+            }
+        )
 
 
 class TraceStore:
@@ -845,45 +881,69 @@ class TraceStore:
 
     # -- timeline ----------------------------------------------------------------------------
 
-    def timeline(self, lo: int, hi: int, width: int) -> dict[str, Any]:
-        """The slices of each run between rows ``lo`` and ``hi``, for ``width`` pixels:
-        slices narrower than a pixel are merged into ``busy`` marks."""
-        total = max(self.total_rows, 1)
-        lo = max(0, min(lo, total - 1))
-        hi = max(lo + 1, min(hi, total))
-        width = max(100, min(width, 8000))
+    def timeline(self, lo: float | None, hi: float | None, width: int) -> dict[str, Any]:
+        """The slices of each run between ``lo`` and ``hi`` on the timeline's axis (all
+        of it when None), for ``width`` pixels: slices narrower than a pixel are merged
+        into ``busy`` marks.
+
+        The axis is trace time (the trace's timestamps, spread over the rows between two
+        by instruction count) when every program-flow source has timestamps, so that
+        sources that ran at once are drawn at once; otherwise it is the row number.
+        Each slice is ``[x0, x1, name id, first row, end row]``.
+        """
         sl = self.slices()
+        x_min, x_max = sl.extent
+        lo = x_min if lo is None else max(x_min, lo)
+        hi = x_max if hi is None else min(x_max, hi)
+        if hi <= lo:
+            hi = lo + 1.0
+        width = max(100, min(width, 8000))
         per_px = (hi - lo) / width
         lanes: list[dict[str, Any]] = []
         used: set[int] = set()
         for lane in sl.lanes:
-            starts: I64 = lane["starts"]
-            ends: I64 = lane["ends"]
-            ids: I64 = lane["ids"]
-            a = int(np.searchsorted(ends, lo, side="right"))
-            b = int(np.searchsorted(starts, hi, side="left"))
-            s, t, f = starts[a:b], ends[a:b], ids[a:b]
-            wide = (t - s) >= per_px
+            x0: F64 = lane["x0"]
+            x1: F64 = lane["x1"]
+            keep = np.flatnonzero((x1 >= lo) & (x0 <= hi))
+            wide = keep[(x1[keep] - x0[keep]) >= per_px]
+            narrow = keep[(x1[keep] - x0[keep]) < per_px]
+            ids, r0, r1 = lane["ids"], lane["r0"], lane["r1"]
             slices = [
-                [int(x), int(y), int(z)] for x, y, z in zip(s[wide], t[wide], f[wide], strict=True)
+                [float(x0[k]), float(x1[k]), int(ids[k]), int(r0[k]), int(r1[k])]
+                for k in wide[:20000].tolist()
             ]
-            used.update(int(z) for z in f[wide])
-            narrow = s[~wide]
-            px = np.unique(((narrow - lo) / per_px).astype(np.int64))
-            busy = [int(lo + p * per_px) for p in px.tolist()]
-            marks: I64 = lane["marks"]
-            m = marks[(marks >= lo) & (marks < hi)][:2000]
+            used.update(int(ids[k]) for k in wide[:20000].tolist())
+            px = np.unique(((x0[narrow] - lo) / per_px).astype(np.int64))
+            busy = [float(lo + p * per_px) for p in px.tolist()]
             lanes.append(
                 {
                     "name": lane["name"],
                     "kind": lane["kind"],
-                    "slices": slices[:20000],
+                    "run": lane["run"],
+                    "slices": slices,
                     "busy": busy,
-                    "marks": [int(x) for x in m],
+                    "marks": _within(lane["xmarks"], lane["marks"], lo, hi),
+                    "msgs": _within(lane["xmsgs"], lane["msgs"], lo, hi),
                 }
             )
         names = {str(i): sl.names[i] for i in sorted(used)}
-        return {"lo": lo, "hi": hi, "total": total, "lanes": lanes, "names": names}
+        return {
+            "axis": sl.axis,
+            "lo": lo,
+            "hi": hi,
+            "extent": [x_min, x_max],
+            "lanes": lanes,
+            "names": names,
+        }
+
+    def position(self, row: int) -> dict[str, Any]:
+        """Where ``row`` is on the timeline's axis."""
+        sl = self.slices()
+        if not self.total_rows:
+            return {"x": None}
+        e, _ = self.locate(max(0, min(row, self.total_rows - 1)))
+        run = int(self.run_of[e])
+        return {"x": float(sl.to_axis(run, np.array([row], np.int64))[0])}
 
     def slices(self) -> _Slices:
         """Function and exception-level slices per run (made once)."""
@@ -892,20 +952,57 @@ class TraceStore:
                 self._slices = self._make_slices()
             return self._slices
 
+    def _time_anchors(self) -> dict[int, tuple[F64, F64]] | None:
+        """Per run, rows and trace times to interpolate between; None unless every
+        program-flow run has two timestamps at least."""
+        b = self.batch
+        out: dict[int, tuple[F64, F64]] = {}
+        for run in self.runs:
+            s = slice(run.first, run.first + run.count)
+            at = np.flatnonzero(b["timestamp_valid"][s]) + run.first
+            ranges = bool((b["type"][s] == _RANGE).any())
+            if len(at) < 2:
+                if ranges:
+                    return None
+                if not len(at):
+                    continue
+            rows = self.first_row[at].astype(np.float64)
+            times = b["timestamp"][at].astype(np.float64)
+            if ranges and times[-1] <= times[0]:
+                return None
+            # Before the first and after the last timestamp, time goes at the mean rate.
+            rate = (times[-1] - times[0]) / max(rows[-1] - rows[0], 1.0) if len(at) > 1 else 0.0
+            first, last = float(self.first_row[run.first]), float(self.first_row[s.stop])
+            rows = np.concatenate(([first], rows, [last]))
+            times = np.concatenate(
+                (
+                    [times[0] - (rows[1] - first) * rate],
+                    times,
+                    [times[-1] + (last - rows[-2]) * rate],
+                )
+            )
+            out[run.index] = (rows, times)
+        return out
+
     def _make_slices(self) -> _Slices:
         out = _Slices()
+        anchors = self._time_anchors()
+        if anchors is not None:
+            out.axis = "time"
+            out.anchors = anchors
         names: dict[str, int] = {}
         b = self.batch
         types = b["type"]
+        data = np.isin(types, _DATA_TYPES)
         for run in self.runs:
             s = slice(run.first, run.first + run.count)
             idx = np.flatnonzero(types[s] == _RANGE) + run.first
             label = f"{run.source} ({run.protocol}, ID {run.trace_id:#x})"
-            exc = np.flatnonzero(types[s] == int(ElemType.EXCEPTION)) + run.first
-            marks = self.first_row[exc]
+            exc = self.first_row[np.flatnonzero(types[s] == int(ElemType.EXCEPTION)) + run.first]
+            msgs = self.first_row[np.flatnonzero(data[s]) + run.first]
             if len(idx) == 0:
-                if len(exc):
-                    out.lanes.append(_lane(label, "functions", [], [], [], marks))
+                if len(exc) or len(msgs):
+                    out.add(run.index, label, "messages", _NO_SLICES, exc, msgs)
                 continue
             starts = b["start"][idx]
             uniq, inverse = np.unique(starts, return_inverse=True)
@@ -917,13 +1014,20 @@ class TraceStore:
             per = fid[inverse]
             r0 = self.first_row[idx]
             r1 = self.first_row[idx + 1]
-            out.lanes.append(_lane(label, "functions", *_runs(per, r0, r1), marks))
+            out.add(run.index, label, "functions", _runs(per, r0, r1), exc, msgs)
             el = self.levels[idx].astype(np.int64)
-            ids = np.array([names.setdefault(f"EL{x}" if x >= 0 else "EL?", len(names)) for x in
-                            range(-1, 4)])  # fmt: skip
-            lv = ids[el + 1]
-            out.lanes.append(_lane(label + " exception level", "levels", *_runs(lv, r0, r1), marks))
+            level_ids = [names.setdefault(f"EL{x}" if x >= 0 else "EL?", len(names)) for x in
+                         range(-1, 4)]  # fmt: skip
+            lv = np.array(level_ids, np.int64)[el + 1]
+            levels = _runs(lv, r0, r1)
+            out.add(run.index, label + " exception level", "levels", levels, exc, _NO_ROWS)
         out.names = [n for n, _ in sorted(names.items(), key=lambda kv: kv[1])]
+        xs = [lane[k] for lane in out.lanes for k in ("x0", "x1", "xmarks", "xmsgs")]
+        xs = [x for x in xs if len(x)]
+        if xs:
+            out.extent = (float(min(x.min() for x in xs)), float(max(x.max() for x in xs)))
+        if out.extent[1] <= out.extent[0]:
+            out.extent = (out.extent[0], out.extent[0] + 1.0)
         return out
 
     # -- overview ----------------------------------------------------------------------------
@@ -1045,18 +1149,14 @@ def _runs(ids: I64, r0: I64, r1: I64) -> tuple[I64, I64, I64]:
     return r0[first].astype(np.int64), r1[last].astype(np.int64), ids[first].astype(np.int64)
 
 
-def _lane(
-    name: str, kind: str, starts: Iterable[int] | I64, ends: Iterable[int] | I64,
-    ids: Iterable[int] | I64, marks: I64,
-) -> dict[str, Any]:  # fmt: skip
-    return {
-        "name": name,
-        "kind": kind,
-        "starts": np.asarray(starts, np.int64),
-        "ends": np.asarray(ends, np.int64),
-        "ids": np.asarray(ids, np.int64),
-        "marks": np.asarray(marks, np.int64),
-    }
+def _within(xs: F64, rows: I64, lo: float, hi: float, limit: int = 2000) -> list[list[float]]:
+    """``[x, row]`` of the points between ``lo`` and ``hi`` (at most ``limit``)."""
+    keep = np.flatnonzero((xs >= lo) & (xs <= hi))[:limit]
+    return [[float(xs[k]), int(rows[k])] for k in keep.tolist()]
+
+
+_NO_ROWS: I64 = np.zeros(0, np.int64)
+_NO_SLICES: tuple[I64, I64, I64] = (_NO_ROWS, _NO_ROWS, _NO_ROWS)
 
 
 def _disassembler() -> Disassemble:

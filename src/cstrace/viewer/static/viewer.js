@@ -14,7 +14,7 @@ const state = {
   blocks: new Map(),      // block index -> rows (or "pending")
   func: null,             // start address of the function in the disassembly pane
   sourceKey: null,
-  tl: { lo: 0, hi: 1, data: null, pending: 0 },
+  tl: { lo: null, hi: null, extent: [0, 1], cursor: null, data: null, pending: 0 },
   overview: null,
   inflight: 0,
 };
@@ -186,7 +186,7 @@ async function select(row, scroll) {
   state.selectedRec = rec;
   status(rec && rec.addr ? `row ${row} · ${rec.addr}` : `row ${row}`);
   updatePanes(row, rec);
-  drawTimeline();
+  moveCursor(row);
 }
 
 function updatePanes(row, rec) {
@@ -275,7 +275,7 @@ async function loadData(row) {
   $("data-title").textContent = `${got.total} data element(s)`;
   const frag = document.createDocumentFragment();
   frag.appendChild(el("div", "msg", "near the selected row"));
-  const t1 = el("table", "data-table");
+  const t1 = el("table", "data-table near");
   t1.appendChild(header(["row", "kind", "address / channel", "value", "element"]));
   for (const d of got.near) {
     const tr = el("tr", d.past ? "" : "future");
@@ -355,32 +355,51 @@ function loadTimeline() {
     state.inflight--;
     const cv = $("timeline");
     const ticket = ++state.tl.pending;
-    const got = await api("timeline", { lo: Math.floor(state.tl.lo), hi: Math.ceil(state.tl.hi), width: cv.clientWidth || 1000 });
+    const params = { width: cv.clientWidth || 1000 };
+    if (state.tl.lo !== null) { params.lo = state.tl.lo; params.hi = state.tl.hi; }
+    const got = await api("timeline", params);
     if (ticket !== state.tl.pending) return;
     state.tl.data = got;
+    state.tl.extent = got.extent;
+    if (state.tl.lo === null) { state.tl.lo = got.lo; state.tl.hi = got.hi; }
     drawTimeline();
   }, 60);
 }
 
-const LANE_H = 26, LABEL_W = 0, TOP = 4;
+async function moveCursor(row) {
+  const got = await api("position", { row });
+  if (state.selected !== row) return;
+  state.tl.cursor = got.x;
+  drawTimeline();
+}
+
+const LANE_H = 26, TOP = 4;
 
 function laneLayout() {
   const d = state.tl.data;
   return d ? d.lanes.map((lane, i) => ({ lane, y: TOP + i * (LANE_H + 16) + 14 })) : [];
 }
 
+function axisText(v) {
+  const d = state.tl.data;
+  return d && d.axis === "time" ? "0x" + Math.round(v).toString(16) : String(Math.round(v));
+}
+
 function drawTimeline() {
   const cv = $("timeline");
   const w = cv.clientWidth, h = cv.clientHeight;
-  if (cv.width !== w * devicePixelRatio) { cv.width = w * devicePixelRatio; cv.height = h * devicePixelRatio; }
+  if (cv.width !== w * devicePixelRatio || cv.height !== h * devicePixelRatio) {
+    cv.width = w * devicePixelRatio; cv.height = h * devicePixelRatio;
+  }
   const ctx = cv.getContext("2d");
   ctx.setTransform(devicePixelRatio, 0, 0, devicePixelRatio, 0, 0);
   ctx.clearRect(0, 0, w, h);
-  const { lo, hi } = state.tl;
-  $("tl-range").textContent = `${Math.floor(lo)}–${Math.ceil(hi)} of ${state.total}`;
   const d = state.tl.data;
-  if (!d) return;
-  const x = (r) => LABEL_W + ((r - lo) / (hi - lo)) * (w - LABEL_W);
+  if (!d || state.tl.lo === null) return;
+  const { lo, hi } = state.tl;
+  const what = d.axis === "time" ? "trace time (timestamps)" : "rows";
+  $("tl-range").textContent = `${what} ${axisText(lo)}–${axisText(hi)}`;
+  const x = (v) => ((v - lo) / (hi - lo)) * w;
   ctx.font = "11px system-ui, sans-serif";
   for (const { lane, y } of laneLayout()) {
     ctx.fillStyle = "#555";
@@ -402,19 +421,21 @@ function drawTimeline() {
         ctx.restore();
       }
     }
+    ctx.fillStyle = "#2e8b57";
+    for (const [m] of lane.msgs) ctx.fillRect(x(m) - 1, y + 3, 3, LANE_H - 6);
     ctx.fillStyle = "#c0392b";
-    for (const m of lane.marks) ctx.fillRect(x(m), y - 2, 2, LANE_H + 4);
+    for (const [m] of lane.marks) ctx.fillRect(x(m), y - 2, 2, LANE_H + 4);
   }
-  if (state.selected !== null && state.selected >= lo && state.selected <= hi) {
+  const c = state.tl.cursor;
+  if (c !== null && c !== undefined && c >= lo && c <= hi) {
     ctx.fillStyle = "#111";
-    ctx.fillRect(x(state.selected), 0, 1, h);
+    ctx.fillRect(x(c), 0, 1, h);
   }
 }
 
-function timelineRowAt(px) {
-  const cv = $("timeline");
+function timelineAt(px) {
   const { lo, hi } = state.tl;
-  return lo + (px / cv.clientWidth) * (hi - lo);
+  return lo + (px / $("timeline").clientWidth) * (hi - lo);
 }
 
 function setupTimeline() {
@@ -422,22 +443,26 @@ function setupTimeline() {
   let drag = null;
   cv.addEventListener("wheel", (ev) => {
     ev.preventDefault();
-    const at = timelineRowAt(ev.offsetX);
+    if (state.tl.lo === null) return;
+    const [emin, emax] = state.tl.extent;
+    const at = timelineAt(ev.offsetX);
     const f = ev.deltaY < 0 ? 0.8 : 1.25;
     let lo = at - (at - state.tl.lo) * f, hi = at + (state.tl.hi - at) * f;
-    if (hi - lo < 20) { const c = (lo + hi) / 2; lo = c - 10; hi = c + 10; }
-    state.tl.lo = Math.max(0, lo); state.tl.hi = Math.min(state.total, hi);
+    const least = Math.max((emax - emin) * 1e-7, state.tl.data.axis === "rows" ? 20 : 1);
+    if (hi - lo < least) { const m = (lo + hi) / 2; lo = m - least / 2; hi = m + least / 2; }
+    state.tl.lo = Math.max(emin, lo); state.tl.hi = Math.min(emax, hi);
     drawTimeline(); loadTimeline();
   }, { passive: false });
   cv.addEventListener("mousedown", (ev) => { drag = { x: ev.offsetX, lo: state.tl.lo, hi: state.tl.hi, moved: false }; });
   cv.addEventListener("mousemove", (ev) => {
-    if (!drag) return;
+    if (!drag || state.tl.lo === null) return;
     const dx = ev.offsetX - drag.x;
     if (Math.abs(dx) > 3) drag.moved = true;
     if (!drag.moved) return;
+    const [emin, emax] = state.tl.extent;
     const span = drag.hi - drag.lo;
     let lo = drag.lo - (dx / cv.clientWidth) * span;
-    lo = Math.max(0, Math.min(lo, state.total - span));
+    lo = Math.max(emin, Math.min(lo, emax - span));
     state.tl.lo = lo; state.tl.hi = lo + span;
     drawTimeline();
   });
@@ -448,20 +473,24 @@ function setupTimeline() {
     if (moved) { loadTimeline(); return; }
     if (ev.target === cv) timelineClick(ev.offsetX, ev.offsetY);
   });
-  $("tl-reset").addEventListener("click", () => { state.tl.lo = 0; state.tl.hi = state.total; loadTimeline(); });
+  $("tl-reset").addEventListener("click", () => { state.tl.lo = null; state.tl.hi = null; loadTimeline(); });
 }
 
+// A click on a slice selects its first instruction; on a mark, its element.
 function timelineClick(px, py) {
-  const row = timelineRowAt(px);
+  if (state.tl.lo === null) return;
+  const at = timelineAt(px);
+  const tol = ((state.tl.hi - state.tl.lo) / $("timeline").clientWidth) * 3;
   for (const { lane, y } of laneLayout()) {
     if (py < y - 14 || py > y + LANE_H) continue;
-    const w = $("timeline").clientWidth;
-    const tol = ((state.tl.hi - state.tl.lo) / w) * 2;
-    for (const [s, e] of lane.slices) {
-      if (row >= s - tol && row < e + tol) { select(s); return; }
+    for (const [x, row] of [...lane.marks, ...lane.msgs]) {
+      if (Math.abs(x - at) <= tol) { select(row); return; }
+    }
+    for (const [s, e, , first] of lane.slices) {
+      if (at >= s - tol && at < e + tol) { select(first); return; }
     }
   }
-  select(Math.floor(row));
+  if (state.tl.data && state.tl.data.axis === "rows") select(Math.floor(at));
 }
 
 // ---- overview ---------------------------------------------------------------------
@@ -530,7 +559,6 @@ async function start() {
   $("input-name").title = o.input;
   layoutList();
   renderOverview(o);
-  state.tl.lo = 0; state.tl.hi = Math.max(1, state.total);
   $("list-scroll").addEventListener("scroll", onScroll);
   $("list-scroll").addEventListener("wheel", onWheel, { passive: false });
   $("list-body").addEventListener("click", (ev) => {
