@@ -1067,6 +1067,7 @@ class TraceStore:
             "runs": [r.to_dict() for r in self.runs],
             "inferred": inferred,
             "elements": len(self.batch),
+            "data": int(self._cursor().execute("SELECT count(*) FROM data").fetchone()[0]),
             "rows": self.total_rows,
             "decode_seconds": round(self.decode_seconds, 3),
             "loss": self.report.to_dict(),

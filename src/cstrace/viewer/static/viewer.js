@@ -46,7 +46,7 @@ function el(tag, cls, text) {
 
 // Scroll a pane (not the page) so that one of its children shows.
 function scrollWithin(pane, child, center) {
-  const top = child.offsetTop;  // the pane is positioned (viewer.css)
+  const top = child.getBoundingClientRect().top - pane.getBoundingClientRect().top + pane.scrollTop;
   if (center) { pane.scrollTop = top - pane.clientHeight / 2 + child.offsetHeight / 2; return; }
   if (top < pane.scrollTop) pane.scrollTop = top;
   else if (top + child.offsetHeight > pane.scrollTop + pane.clientHeight) pane.scrollTop = top + child.offsetHeight - pane.clientHeight;
@@ -299,6 +299,9 @@ async function loadData(row) {
     frag.appendChild(t2);
   }
   body.replaceChildren(frag);
+  // Show the selected element's transfer, or the first one after it.
+  const here = body.querySelector("tr.at") || body.querySelector("tr.future");
+  if (here) scrollWithin(body, here, true);
 }
 
 function header(names) {
@@ -559,6 +562,8 @@ async function start() {
   $("input-name").title = o.input;
   layoutList();
   renderOverview(o);
+  // A trace with data or messages gets a larger data pane.
+  if (o.data > 0) $("side").style.gridTemplateRows = "minmax(0, 1.5fr) minmax(0, 1.5fr) minmax(0, 2fr)";
   $("list-scroll").addEventListener("scroll", onScroll);
   $("list-scroll").addEventListener("wheel", onWheel, { passive: false });
   $("list-body").addEventListener("click", (ev) => {
