@@ -14,6 +14,7 @@ or 0b11111 starts a 32-bit instruction).
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -63,32 +64,43 @@ class CodeView:
     def __init__(self, memory: CodeMemory, disassemble: Disassemble) -> None:
         self._memory = memory
         self._disassemble = disassemble
-        self._ranges: OrderedDict[tuple[int, int, int, int], tuple[Instr, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._context: int | None = None
+        self._ranges: OrderedDict[tuple[int, int, int, int, int | None], tuple[Instr, ...]] = (
+            OrderedDict()
+        )
         self._text: dict[tuple[int, int, bytes], str] = {}
 
-    def read(self, address: int, size: int) -> bytes:
+    def read(self, address: int, size: int, context: int | None = None) -> bytes:
         """Up to ``size`` bytes of code at ``address`` (fewer, or none, where no image
-        covers it)."""
+        covers it), in the address space of ``context`` (a context ID) when given."""
         out = b""
-        while len(out) < size:
-            got = self._memory.read(address + len(out), size - len(out))
-            if not got:
-                break
-            out += got
+        with self._lock:
+            if context is not None and context != self._context:
+                self._memory.set_context(context)
+                self._context = context
+            while len(out) < size:
+                got = self._memory.read(address + len(out), size - len(out))
+                if not got:
+                    break
+                out += got
         return out
 
-    def instructions(self, start: int, end: int, num_instr: int, isa: int) -> tuple[Instr, ...]:
+    def instructions(
+        self, start: int, end: int, num_instr: int, isa: int, context: int | None = None
+    ) -> tuple[Instr, ...]:
         """The ``num_instr`` instructions of the executed range ``[start, end)``.
 
         Without code for the range, A64 and A32 addresses still follow (4 bytes each,
         no opcode); a T32 range without code gives only its first instruction's address.
         """
-        key = (start, end, num_instr, isa)
-        got = self._ranges.get(key)
-        if got is not None:
-            self._ranges.move_to_end(key)
-            return got
-        code = self.read(start, max(end - start, 0))
+        key = (start, end, num_instr, isa, context)
+        with self._lock:
+            got = self._ranges.get(key)
+            if got is not None:
+                self._ranges.move_to_end(key)
+                return got
+        code = self.read(start, max(end - start, 0), context)
         sizes = instruction_sizes(code, isa, num_instr)
         out: list[Instr] = []
         pos = 0
@@ -103,9 +115,10 @@ class CodeView:
                     out.append(Instr(addr, step, b""))
                     addr += step
         result = tuple(out)
-        self._ranges[key] = result
-        if len(self._ranges) > _CACHE_RANGES:
-            self._ranges.popitem(last=False)
+        with self._lock:
+            self._ranges[key] = result
+            if len(self._ranges) > _CACHE_RANGES:
+                self._ranges.popitem(last=False)
         return result
 
     def text(self, instr: Instr, isa: int) -> str:
@@ -121,9 +134,11 @@ class CodeView:
             self._text[key] = got
         return got
 
-    def function_instructions(self, start: int, end: int, isa: int) -> Sequence[Instr]:
+    def function_instructions(
+        self, start: int, end: int, isa: int, context: int | None = None
+    ) -> Sequence[Instr]:
         """Every instruction of ``[start, end)`` (a function), as the code memory has it."""
-        code = self.read(start, end - start)
+        code = self.read(start, end - start, context)
         sizes = instruction_sizes(code, isa, len(code))
         out: list[Instr] = []
         pos = 0

@@ -16,8 +16,9 @@ Queries (every number in decimal, addresses in hexadecimal):
 - ``/api/rows?start=R&count=N``: a window of the instruction list;
 - ``/api/search?q=TEXT&from=R&dir=1|-1``: the next (previous) matching row;
 - ``/api/next?addr=A&from=R&dir=1|-1``: the next (previous) execution of an address;
-- ``/api/source?addr=A``: the source around the address's line, with counts;
-- ``/api/function?addr=A&run=K``: the function's disassembly, with counts;
+- ``/api/source?addr=A&ctx=C``: the source around the address's line, with counts;
+- ``/api/function?addr=A&run=K&ctx=C``: the function's disassembly, with counts
+  (``ctx``: the context ID the address ran in, for traces of several processes);
 - ``/api/data?row=R``: data and messages near a row, and the last values written;
 - ``/api/timeline?lo=X&hi=X&width=PX``: slices of each source between two points of the
   timeline's axis (trace time, or rows when the trace has no timestamps);
@@ -59,7 +60,7 @@ class _Query:
             raise QueryError(f"missing parameter {name!r}")
         return value
 
-    def int(self, name: str, default: int | None = None, base: int = 10) -> int:
+    def num(self, name: str, default: int | None = None, base: int = 10) -> int:
         value = self._params.get(name)
         if value is None:
             if default is None:
@@ -70,7 +71,7 @@ class _Query:
         except ValueError:
             raise QueryError(f"parameter {name!r} is not a number: {value!r}") from None
 
-    def float(self, name: str) -> float | None:
+    def real(self, name: str) -> float | None:
         value = self._params.get(name)
         if value is None:
             return None
@@ -79,23 +80,27 @@ class _Query:
         except ValueError:
             raise QueryError(f"parameter {name!r} is not a number: {value!r}") from None
 
+    def context(self) -> int | None:
+        value = self.num("ctx", -1)
+        return None if value < 0 else value
+
     def forward(self) -> bool:
-        return self.int("dir", 1) >= 0
+        return self.num("dir", 1) >= 0
 
 
 def _routes(store: TraceStore) -> dict[str, Callable[[_Query], Any]]:
     return {
         "overview": lambda q: store.overview(),
-        "rows": lambda q: store.rows(q.int("start", 0), q.int("count", 100)),
-        "search": lambda q: store.search(q.text("q"), q.int("from", 0), q.forward()),
+        "rows": lambda q: store.rows(q.num("start", 0), q.num("count", 100)),
+        "search": lambda q: store.search(q.text("q"), q.num("from", 0), q.forward()),
         "next": lambda q: store.next_execution(
-            q.int("addr", base=16), q.int("from", 0), q.forward()
+            q.num("addr", base=16), q.num("from", 0), q.forward()
         ),
-        "source": lambda q: store.source(q.int("addr", base=16)),
-        "function": lambda q: store.function(q.int("addr", base=16), q.int("run", 0)),
-        "data": lambda q: store.data(q.int("row", 0)),
-        "timeline": lambda q: store.timeline(q.float("lo"), q.float("hi"), q.int("width", 1000)),
-        "position": lambda q: store.position(q.int("row", 0)),
+        "source": lambda q: store.source(q.num("addr", base=16), q.context()),
+        "function": lambda q: store.function(q.num("addr", base=16), q.num("run", 0), q.context()),
+        "data": lambda q: store.data(q.num("row", 0)),
+        "timeline": lambda q: store.timeline(q.real("lo"), q.real("hi"), q.num("width", 1000)),
+        "position": lambda q: store.position(q.num("row", 0)),
     }
 
 

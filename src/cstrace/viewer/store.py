@@ -125,6 +125,8 @@ class _Coverage:
     runs: npt.NDArray[np.int32]
     """The run whose code memory reads each address (the first that ran it)."""
     isas: npt.NDArray[np.uint8]
+    contexts: I64
+    """The context ID to read each address in (-1: none)."""
 
     def count(self, address: int) -> int:
         """How often the instruction at ``address`` ran."""
@@ -199,6 +201,7 @@ class TraceStore:
         self.first_row: I64 = np.zeros(1, np.int64)
         self.timestamps: I64 = np.zeros(0, np.int64)
         self.levels: npt.NDArray[np.int8] = np.zeros(0, np.int8)
+        self.contexts: I64 = np.zeros(0, np.int64)
         self.report = LossReport()
         self.issues: list[Issue] = []
         self.decode_seconds = 0.0
@@ -305,6 +308,17 @@ class TraceStore:
             levels[s] = np.where(ok, b["exception_level"][np.maximum(last_el, 0)], -1)
         self.timestamps = ts
         self.levels = levels
+        # Each element's context ID: the last PE_CONTEXT's of its run (-1: none yet).
+        ctx_at = np.where((types == int(ElemType.PE_CONTEXT)) & b["ctxt_id_valid"], idx, -1)
+        contexts = np.full(n, -1, np.int64)
+        for run in self.runs:
+            s = slice(run.first, run.first + run.count)
+            if run.count == 0:
+                continue
+            last = np.maximum.accumulate(ctx_at[s])
+            ok = last >= run.first
+            contexts[s] = np.where(ok, b["context_id"][np.maximum(last, 0)].astype(np.int64), -1)
+        self.contexts = contexts
 
     def _load(self, db: Any) -> None:
         """Load the element and data tables into DuckDB."""
@@ -321,6 +335,7 @@ class TraceStore:
                 "end": b["end"],
                 "num_instr": b["num_instr"],
                 "isa": b["isa"],
+                "ctx": self.contexts,
             }
         )
         db.register("el_arrow", table)
@@ -413,7 +428,7 @@ class TraceStore:
         run = self.runs[int(self.run_of[seq])]
         if not isinstance(pc, int) or run.code is None:
             return "access"
-        opcode = run.code.read(pc, 4)
+        opcode = run.code.read(pc, 4, self._ctx(seq))
         sizes = instruction_sizes(opcode, isa, 1)
         if not sizes:
             return "access"
@@ -468,18 +483,27 @@ class TraceStore:
         run = self.runs[int(self.run_of[e])]
         assert run.code is not None
         return run.code.instructions(
-            int(b["start"][e]), int(b["end"][e]), int(b["num_instr"][e]), int(b["isa"][e])
+            int(b["start"][e]),
+            int(b["end"][e]),
+            int(b["num_instr"][e]),
+            int(b["isa"][e]),
+            self._ctx(e),
         )
 
-    def _function(self, address: int) -> Any:
-        if self.symbols is None:
-            return None
-        return self.symbols.function(address)
+    def _ctx(self, e: int) -> int | None:
+        """The context ID element ``e`` ran in (None when the trace did not say)."""
+        c = int(self.contexts[e])
+        return None if c < 0 else c
 
-    def _line(self, address: int) -> Any:
+    def _function(self, address: int, context: int | None = None) -> Any:
         if self.symbols is None:
             return None
-        return self.symbols.line(address)
+        return self.symbols.function(address, context)
+
+    def _line(self, address: int, context: int | None = None) -> Any:
+        if self.symbols is None:
+            return None
+        return self.symbols.line(address, context)
 
     def _element(self, e: int) -> Element:
         cols = {k: v[e : e + 1] for k, v in self.batch.columns.items()}
@@ -513,6 +537,7 @@ class TraceStore:
             "el": int(self.levels[e]),
             "ts": None if ts < 0 else ts,
             "idx": int(b["offset"][e]),
+            "ctx": self._ctx(e),
         }
         if t != _RANGE:
             elem = self._element(e)
@@ -542,7 +567,7 @@ class TraceStore:
                 rec.update(addr=None, text="(no code image: instruction unknown)")
             else:
                 rec.update(addr=_hex(ins.address), text=code.text(ins, isa))
-                rec.update(self._where(ins.address))
+                rec.update(self._where(ins.address, self._ctx(e)))
             if k == n - 1:
                 rec["cc"] = cc
                 if b["last_exec"][e]:
@@ -551,9 +576,9 @@ class TraceStore:
             out.append(rec)
         return out
 
-    def _where(self, address: int) -> dict[str, Any]:
-        f = self._function(address)
-        line = self._line(address)
+    def _where(self, address: int, context: int | None) -> dict[str, Any]:
+        f = self._function(address, context)
+        line = self._line(address, context)
         return {
             "func": None if f is None else f.name,
             "off": None if f is None else address - f.start,
@@ -625,12 +650,16 @@ class TraceStore:
             if self._texts is None:
                 cov = self.coverage()
                 texts: list[str] = []
-                for addr, run, isa in zip(
-                    cov.addresses.tolist(), cov.runs.tolist(), cov.isas.tolist(), strict=True
+                for addr, run, isa, ctx in zip(
+                    cov.addresses.tolist(),
+                    cov.runs.tolist(),
+                    cov.isas.tolist(),
+                    cov.contexts.tolist(),
+                    strict=True,
                 ):
                     code = self.runs[run].code
                     assert code is not None
-                    op = code.read(addr, 4)
+                    op = code.read(addr, 4, None if ctx < 0 else ctx)
                     size = (instruction_sizes(op, isa, 1) or [4])[0]
                     texts.append(code.text(Instr(addr, size, op[:size]), isa).lower())
                 self._texts = texts
@@ -699,61 +728,59 @@ class TraceStore:
     def _make_coverage(self) -> _Coverage:
         cur = self._cursor()
         got = cur.execute(
-            f'SELECT start, "end", num_instr, isa, min(run), count(*) FROM el '
+            f'SELECT start, "end", num_instr, isa, min(run), min(ctx), count(*) FROM el '
             f'WHERE type = {_RANGE} GROUP BY start, "end", num_instr, isa'
         ).fetchnumpy()
         starts = np.asarray(got["start"], np.uint64)
         n = np.asarray(got["num_instr"], np.int64)
         isas = np.asarray(got["isa"], np.uint8)
         runs = np.asarray(got["min(run)"], np.int32)
+        ctxs = np.asarray(got["min(ctx)"], np.int64)
         times = np.asarray(got["count_star()"], np.int64)
         fixed = isas != Isa.T32
         addr_parts: list[npt.NDArray[np.uint64]] = []
-        count_parts: list[I64] = []
-        run_parts: list[npt.NDArray[np.int32]] = []
-        isa_parts: list[npt.NDArray[np.uint8]] = []
+        group_parts: list[I64] = []
+        """For each address, the distinct range (row of ``got``) it came from."""
         # A64 and A32: four bytes an instruction, so the addresses are arithmetic.
         if fixed.any():
-            fn = n[fixed]
-            rep = np.repeat(np.arange(len(fn)), fn)
+            which = np.flatnonzero(fixed)
+            fn = n[which]
+            rep = np.repeat(which, fn)
             within = np.arange(len(rep)) - np.repeat(np.cumsum(fn) - fn, fn)
-            addr_parts.append(starts[fixed][rep] + (within * 4).astype(np.uint64))
-            count_parts.append(times[fixed][rep])
-            run_parts.append(runs[fixed][rep])
-            isa_parts.append(isas[fixed][rep])
+            addr_parts.append(starts[rep] + (within * 4).astype(np.uint64))
+            group_parts.append(rep.astype(np.int64))
         # T32: walk each distinct range once.
+        ends = np.asarray(got["end"], np.uint64)
         for k in np.flatnonzero(~fixed).tolist():
             run = self.runs[int(runs[k])]
             assert run.code is not None
-            ends = np.asarray(got["end"], np.uint64)
-            instrs = run.code.instructions(int(starts[k]), int(ends[k]), int(n[k]), int(isas[k]))
-            m = len(instrs)
+            ctx = int(ctxs[k])
+            instrs = run.code.instructions(
+                int(starts[k]), int(ends[k]), int(n[k]), int(isas[k]), None if ctx < 0 else ctx
+            )
             addr_parts.append(np.array([x.address for x in instrs], np.uint64))
-            count_parts.append(np.full(m, times[k], np.int64))
-            run_parts.append(np.full(m, runs[k], np.int32))
-            isa_parts.append(np.full(m, isas[k], np.uint8))
+            group_parts.append(np.full(len(instrs), k, np.int64))
         if not addr_parts:
             return _Coverage(
                 np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int32),
-                np.zeros(0, np.uint8),
+                np.zeros(0, np.uint8), np.zeros(0, np.int64),
             )  # fmt: skip
         addrs = np.concatenate(addr_parts)
-        counts = np.concatenate(count_parts)
+        groups = np.concatenate(group_parts)
         uniq, inverse = np.unique(addrs, return_inverse=True)
         total = np.zeros(len(uniq), np.int64)
-        np.add.at(total, inverse, counts)
+        np.add.at(total, inverse, times[groups])
         first = np.full(len(uniq), len(addrs), np.int64)
         np.minimum.at(first, inverse, np.arange(len(addrs)))
-        return _Coverage(
-            uniq, total, np.concatenate(run_parts)[first], np.concatenate(isa_parts)[first]
-        )
+        g = groups[first]
+        return _Coverage(uniq, total, runs[g], isas[g], ctxs[g])
 
-    def source(self, address: int) -> dict[str, Any]:
+    def source(self, address: int, context: int | None = None) -> dict[str, Any]:
         """The source file around the line of the instruction at ``address``, with how
         often each line ran."""
         if self.symbols is None:
             return {"file": None, "message": self._no_symbols()}
-        line = self._line(address)
+        line = self._line(address, context)
         if line is None:
             return {"file": None, "message": f"no source line for {address:#x} in the images"}
         ranges = self.symbols.line_ranges()
@@ -787,10 +814,10 @@ class TraceStore:
             "message": f"source file {line.file} not found" if missing else None,
         }
 
-    def function(self, address: int, run: int = 0) -> dict[str, Any]:
+    def function(self, address: int, run: int = 0, context: int | None = None) -> dict[str, Any]:
         """The disassembly of the function holding ``address``, with execution counts and
         source lines (a mixed source and disassembly view)."""
-        f = self._function(address)
+        f = self._function(address, context)
         if f is None:
             return {"name": None, "message": self._no_symbols() or f"no function at {address:#x}"}
         runinfo = self.runs[min(max(run, 0), len(self.runs) - 1)]
@@ -801,8 +828,9 @@ class TraceStore:
         cov = self.coverage()
         out: list[dict[str, Any]] = []
         last_line: Any = None
-        for ins in runinfo.code.function_instructions(f.start, f.end, int(isa))[:_MAX_FUNCTION]:
-            line = self._line(ins.address)
+        code = runinfo.code.function_instructions(f.start, f.end, int(isa), context)
+        for ins in code[:_MAX_FUNCTION]:
+            line = self._line(ins.address, context)
             rec: dict[str, Any] = {
                 "addr": _hex(ins.address),
                 "text": runinfo.code.text(ins, int(isa)),
@@ -1005,10 +1033,11 @@ class TraceStore:
                     out.add(run.index, label, "messages", _NO_SLICES, exc, msgs)
                 continue
             starts = b["start"][idx]
-            uniq, inverse = np.unique(starts, return_inverse=True)
+            uniq, where, inverse = np.unique(starts, return_index=True, return_inverse=True)
             fid = np.empty(len(uniq), np.int64)
+            ctx = self.contexts[idx[where]].tolist()
             for k, addr in enumerate(uniq.tolist()):
-                f = self._function(addr)
+                f = self._function(addr, None if ctx[k] < 0 else ctx[k])
                 name = f.name if f is not None else "(no symbol)"
                 fid[k] = names.setdefault(name, len(names))
             per = fid[inverse]

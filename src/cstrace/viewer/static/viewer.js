@@ -192,16 +192,18 @@ async function select(row, scroll) {
 function updatePanes(row, rec) {
   loadData(row);
   if (rec && rec.kind === "instr" && rec.addr) {
-    loadSource(rec.addr);
-    loadFunction(rec.addr, rec.run);
+    loadSource(rec.addr, rec.ctx);
+    loadFunction(rec.addr, rec.run, rec.ctx);
   }
 }
 
 // ---- panes ------------------------------------------------------------------------
 
-async function loadSource(addr) {
+function ctxParam(ctx) { return ctx === null || ctx === undefined ? -1 : ctx; }
+
+async function loadSource(addr, ctx) {
   const body = $("source-body");
-  const got = await api("source", { addr });
+  const got = await api("source", { addr, ctx: ctxParam(ctx) });
   if (!got.file) {
     $("source-title").textContent = "";
     body.replaceChildren(el("div", "msg", got.message));
@@ -225,9 +227,9 @@ async function loadSource(addr) {
   if (current) scrollWithin(body, current, true);
 }
 
-async function loadFunction(addr, run) {
+async function loadFunction(addr, run, ctx) {
   const body = $("disasm-body");
-  const got = await api("function", { addr, run: run || 0 });
+  const got = await api("function", { addr, run: run || 0, ctx: ctxParam(ctx) });
   if (!got.name) {
     state.func = null;
     $("disasm-title").textContent = "";
