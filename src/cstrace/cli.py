@@ -558,7 +558,10 @@ def view_command(args: argparse.Namespace, err: TextIO) -> int:
 
         webbrowser.open(server.url)
     with server:
-        server.serve_forever()
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:  # Ctrl-C is how the viewer is stopped
+            pass
     return 0
 
 

@@ -8,6 +8,8 @@ list, never against hard-coded outputs.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -195,3 +197,18 @@ def test_server(server: str, demo: TraceStore) -> None:
     assert _get(server + "api/nothing")[0] == 404
     assert _get(server + "../../etc/passwd")[0] == 404
     assert _get(server + "static/../store.py")[0] == 404
+
+
+def test_bad_input_is_one_line(tmp_path: Path) -> None:
+    """A missing input: one line naming it, exit status 2, no server started."""
+    missing = tmp_path / "no-such-snapshot"
+    run = subprocess.run(
+        [sys.executable, "-m", "cstrace.cli", "view", str(missing), "--no-open", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(missing) in lines[0] and "Traceback" not in run.stderr
+    assert "serving" not in run.stdout

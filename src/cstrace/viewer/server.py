@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import mimetypes
+import sys
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -113,6 +114,13 @@ class ViewerServer(ThreadingHTTPServer):
         self.store = store
         self.routes = _routes(store)
         super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A browser that went away before its answer is not an error; anything else is
+        a bug, reported as the standard library does."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
     @property
     def url(self) -> str:
