@@ -515,6 +515,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def view_command(args: argparse.Namespace, err: TextIO) -> int:
     """``cstrace view INPUT``: decode once, then serve the viewer page until interrupted."""
+    import contextlib
     import importlib.util
     import threading
     import time
@@ -557,11 +558,9 @@ def view_command(args: argparse.Namespace, err: TextIO) -> int:
         import webbrowser
 
         webbrowser.open(server.url)
-    with server:
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt:  # Ctrl-C is how the viewer is stopped
-            pass
+    # Ctrl-C is how the viewer is stopped: not an interruption.
+    with server, contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever()
     return 0
 
 
