@@ -26,8 +26,9 @@ The layout follows the kernel's ``tools/perf/Documentation/perf.data-file-format
       per CPU with trace:        ITRACE_START, then one AUX record per buffer
       AUXTRACE per buffer        the buffer's bytes, in its CPU's AUX area
       FINISHED_ROUND
-    feature section table, then the features: HOSTNAME, VERSION, ARCH, NRCPUS,
-    CMDLINE, EVENT_DESC, PMU_MAPPINGS, AUXTRACE (the index of the AUXTRACE records)
+    feature section table, then the features: BUILD_ID (when build IDs are given),
+    HOSTNAME, VERSION, ARCH, NRCPUS, CMDLINE, EVENT_DESC, PMU_MAPPINGS, AUXTRACE
+    (the index of the AUXTRACE records)
 
 Choices, where a snapshot does not say what a recording would:
 
@@ -60,7 +61,9 @@ Choices, where a snapshot does not say what a recording would:
   that holds all dumps) with ``pgoff`` = the dump's offset in its file, in the
   one process ``pid`` named ``comm``, readable and executable. Dumps for
   different cores are not told apart (perf maps memory per process, not per
-  CPU). No build IDs: dumps have none.
+  CPU). No build IDs, since dumps have none, unless ``build_ids`` gives them by
+  mapping name (the dump of an ELF file's segments then names that file, found
+  by its build ID): they go in the BUILD_ID feature.
 - **Time**: records are stamped 1 ns apart from ``1 s`` in file order (perf
   orders by time); TIME_CONV is the identity.
 - **Attribute**: ``type`` = ``pmu_type`` (the same as in AUXTRACE_INFO);
@@ -121,6 +124,7 @@ REC_FINISHED_ROUND = 68
 REC_AUXTRACE_INFO = 70
 REC_AUXTRACE = 71
 REC_TIME_CONV = 79
+REC_HEADER_BUILD_ID = 67  # the record type of the BUILD_ID feature's entries
 
 # perf_event_header.misc
 MISC_USER = 2
@@ -144,6 +148,7 @@ ATTR_MMAP2 = 1 << 23
 AUX_FLAG_RAW = 0x0100  # PERF_AUX_FLAG_CORESIGHT_FORMAT_RAW
 
 # feature bits (tools/perf/util/header.h)
+FEAT_BUILD_ID = 2
 FEAT_HOSTNAME = 3
 FEAT_VERSION = 5
 FEAT_ARCH = 6
@@ -495,6 +500,7 @@ def _features(
     arch: str,
     cmdline: Sequence[str],
     auxtrace_offsets: Sequence[int],
+    build_ids: Mapping[str, bytes],
 ) -> dict[int, bytes]:
     ncpus = max(b.cpu for b in layout.cpus) + 1
     ids = [_sample_id(b.cpu) for b in layout.cpus]
@@ -508,7 +514,15 @@ def _features(
     index = struct.pack("<Q", len(auxtrace_offsets)) + b"".join(
         struct.pack("<QQ", off, 0x30) for off in auxtrace_offsets
     )
-    return {
+    feats: dict[int, bytes] = {}
+    if build_ids:
+        entries = b""
+        for name, bid in build_ids.items():
+            # build_id_event: header, pid (-1: the host), the ID in 24 bytes, the file name
+            body = struct.pack("<i", -1) + bid[:20].ljust(24, b"\0") + _pad8(name.encode())
+            entries += struct.pack("<IHH", REC_HEADER_BUILD_ID, MISC_USER, 8 + len(body)) + body
+        feats[FEAT_BUILD_ID] = entries
+    return feats | {
         FEAT_HOSTNAME: _header_string("cstrace-tests"),
         FEAT_VERSION: _header_string("cstrace perfdata_writer"),
         FEAT_ARCH: _header_string(arch),
@@ -535,6 +549,7 @@ def encode_perf_data(
     cpus: Mapping[str, int] | None = None,
     arch: str | None = None,
     cmdline: Iterable[str] = ("perf", "record", "-e", "cs_etm//u"),
+    build_ids: Mapping[str, bytes] | None = None,
 ) -> bytes:
     """The bytes of the perf.data file :func:`write_perf_data` writes (same arguments)."""
     layout = plan(trace, cpus=cpus)
@@ -616,6 +631,7 @@ def encode_perf_data(
         arch or _default_arch(layout),
         list(cmdline),
         [data_offset + a for a in auxtrace_at],
+        build_ids or {},
     )
     table_offset = data_offset + len(data)
     body_offset = table_offset + 16 * len(feats)
@@ -652,6 +668,7 @@ def write_perf_data(
     cpus: Mapping[str, int] | None = None,
     arch: str | None = None,
     cmdline: Iterable[str] = ("perf", "record", "-e", "cs_etm//u"),
+    build_ids: Mapping[str, bytes] | None = None,
 ) -> None:
     """Write ``trace`` to ``path`` as a CPU-wide ``cs_etm`` perf.data recording.
 
@@ -659,12 +676,20 @@ def write_perf_data(
     ``pid`` and ``comm``: the process the trace and memory are attributed to;
     ``cpus``: core name to CPU number (default: from the core names, see
     :func:`plan`); ``arch``: the HEADER_ARCH string (default ``aarch64``, or
-    ``armv7l`` when every source is ETMv3 or PTM); ``cmdline``: HEADER_CMDLINE.
+    ``armv7l`` when every source is ETMv3 or PTM); ``cmdline``: HEADER_CMDLINE;
+    ``build_ids``: mapping name (as :func:`plan` names the dumps) to build ID.
     The layout and its choices are in the module's docstring; a ``ValueError``
     says why a trace cannot be written.
     """
     Path(path).write_bytes(
         encode_perf_data(
-            trace, pmu_type=pmu_type, pid=pid, comm=comm, cpus=cpus, arch=arch, cmdline=cmdline
+            trace,
+            pmu_type=pmu_type,
+            pid=pid,
+            comm=comm,
+            cpus=cpus,
+            arch=arch,
+            cmdline=cmdline,
+            build_ids=build_ids,
         )
     )

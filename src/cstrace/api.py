@@ -47,6 +47,7 @@ def open_trace(
     symfs: str | Path | None = None,
     buildid_dir: str | Path | None = None,
     vmlinux: str | Path | None = None,
+    kcore: str | Path | None = None,
 ) -> Trace:
     """Open a snapshot, a trace package (folder or ZIP), a perf.data recording or a raw
     capture for decoding.
@@ -64,7 +65,9 @@ def open_trace(
     and ``buildid_dir`` (perf's build-ID cache, default ``~/.debug``) say
     where the programs a recording or an event log names are, found by build
     ID and name (``--symdir``, ``--symfs``, ``--buildid-dir``); ``vmlinux`` is
-    the kernel image of a recording (``--vmlinux``).
+    the kernel image of a recording (``--vmlinux``), ``kcore`` the kernel text
+    ``perf record --kcore`` copied (``--kcore``; a ``perf record --kcore``
+    folder's own is used without it).
     """
     extras = Extras(list(images), list(memory), None if events is None else str(events), contextidr)
     raw = RawOptions(
@@ -81,6 +84,7 @@ def open_trace(
         None if symfs is None else str(symfs),
         None if buildid_dir is None else str(buildid_dir),
         vmlinux=None if vmlinux is None else str(vmlinux),
+        kcore=None if kcore is None else str(kcore),
     )
     return open_input(path, extras, raw, symbols)
 

@@ -43,6 +43,7 @@ __all__ = ["main"]
 
 _FORMATS = ("text", "ocsd", "jsonl")
 _PROFILE_FORMATS = ("autofdo", "profgen", "bolt", "perf-script")
+_COVERAGE_FORMATS = ("lcov", "cobertura", "html", "text")
 
 
 def add_input_options(dec: argparse.ArgumentParser) -> None:
@@ -82,6 +83,12 @@ def add_input_options(dec: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="the kernel image of a recording (an ELF vmlinux), used when its build ID is "
         "the recorded one",
+    )
+    mem.add_argument(
+        "--kcore",
+        metavar="FILE",
+        help="the kernel text a recording's perf record --kcore copied (kcore_dir/kcore, an ELF "
+        "core file; a perf record --kcore folder's own is used without this option)",
     )
     mem.add_argument(
         "--buildid-dir",
@@ -162,6 +169,7 @@ def symbol_paths(args: argparse.Namespace) -> SymbolPaths:
         getattr(args, "symfs", None),
         getattr(args, "buildid_dir", None),
         vmlinux=getattr(args, "vmlinux", None),
+        kcore=getattr(args, "kcore", None),
     )
 
 
@@ -510,6 +518,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     add_input_options(view)
     _add_disasm_parser(sub)
+    _add_coverage_parser(sub)
     return parser
 
 
@@ -859,6 +868,29 @@ def _add_disasm_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     add_input_options(dis)
 
 
+def _add_coverage_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``cstrace coverage``: its options (docs/coverage.md)."""
+    cov = sub.add_parser(
+        "coverage",
+        help="code coverage from the trace: lines, functions, branches, instructions",
+        description=(
+            "Decode the input and report which instructions, source lines, functions and "
+            "conditional branch outcomes (taken, not taken) the trace shows executed, over "
+            "the symbols and DWARF line tables of its ELF images (and --image). Code that "
+            "never ran is listed with zero. Formats: lcov (an lcov tracefile for genhtml), "
+            "cobertura (Cobertura XML for CI services), html (one self-contained page), "
+            "text (a table of functions)."
+        ),
+    )
+    cov.add_argument("snapshot", metavar="INPUT", help="the trace input")
+    cov.add_argument(
+        "-f", "--format", choices=_COVERAGE_FORMATS, default="text", help="report format"
+    )
+    cov.add_argument("--test-name", default="", metavar="NAME", help="lcov: the TN: name")
+    cov.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    add_input_options(cov)
+
+
 def _disasm_range(text: str | None) -> tuple[int | None, int | None]:
     if text is None:
         return None, None
@@ -939,6 +971,74 @@ def disasm_command(args: argparse.Namespace, err: TextIO) -> int:
     return 2 if errors else 0
 
 
+def _coverage_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -> list[str]:
+    """The report of ``coverage``, made whole before anything is written."""
+    import time
+
+    from cstrace.analyses.coverage import CodeReader, CoverageCounter, count_run
+    from cstrace.analyses.symbols import Symbols
+    from cstrace.render.coverage import cobertura_xml, html_report, lcov_lines, text_lines
+
+    trace = open_from_args(args)
+    _warn(trace.issues, err)
+    for inf in trace.inferred:
+        print(f"cstrace: note: {args.snapshot}: configuration {inf.describe()}", file=err)
+    symbols = Symbols.from_trace(trace)  # --image files are among the trace's images
+    session = Session(trace, DecodeOptions())
+    counter = CoverageCounter()
+    read: CodeReader | None = None
+    for buffer in trace.buffers:
+        decoded = session.open_buffer(buffer)
+        _warn(decoded.issues, err)
+        errors.extend(decoded.errors)
+        for run in decoded.runs:
+            read = count_run(counter, session, run)
+            _warn(session.new_issues(), err)
+    coverage = counter.coverage(symbols, read)
+    if not coverage.files:
+        print(
+            "cstrace: note: no source lines: give ELF images with DWARF (--image FILE[@BASE])",
+            file=err,
+        )
+    if args.format == "lcov":
+        return list(lcov_lines(coverage, args.test_name))
+    if args.format == "cobertura":
+        return list(cobertura_xml(coverage, f"cstrace {__version__}", int(time.time() * 1000)))
+    if args.format == "html":
+
+        def source(path: str) -> list[str] | None:
+            first = symbols.source(path, 1)
+            if first is None:
+                return None
+            out = [first]
+            while (text := symbols.source(path, len(out) + 1)) is not None:
+                out.append(text)
+            return out
+
+        return list(html_report(coverage, source, str(args.snapshot)))
+    return list(text_lines(coverage))
+
+
+def coverage_command(args: argparse.Namespace, err: TextIO) -> int:
+    """``cstrace coverage INPUT --format F``: code coverage from the trace."""
+    errors: list[Issue] = []
+    lines = _coverage_lines(args, err, errors)
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8", newline="\n") as out_file:
+                _write(iter(lines), out_file)
+        except OSError as exc:
+            print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
+            return 2
+    else:
+        stdout = sys.stdout
+        if isinstance(stdout, io.TextIOWrapper):
+            stdout.reconfigure(newline="\n")
+        _write(iter(lines), stdout)
+        stdout.flush()
+    return 2 if errors else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = _build_parser()
@@ -955,6 +1055,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return view_command(args, err)
         if args.command == "disasm":
             return disasm_command(args, err)
+        if args.command == "coverage":
+            return coverage_command(args, err)
         if args.command == "decode":
             trace = open_from_args(args)
             errors: list[Issue] = []

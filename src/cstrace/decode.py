@@ -250,7 +250,10 @@ class Session:
             # No truth test on the stream: len() of a lazy stream would gather all its data.
             found = result.streams.get(0 if single else trace_id)
             stream = found if found is not None else Stream(None if single else trace_id, b"")
-            memory = self.memories.for_source(source, buffer.time) if proto.uses_memory else None
+            who = buffer.context.pid if buffer.context is not None else None
+            memory = (
+                self.memories.for_source(source, buffer.time, who) if proto.uses_memory else None
+            )
             context = DecodeContext(
                 trace_id=trace_id,
                 options=self.options,

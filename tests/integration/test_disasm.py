@@ -272,3 +272,38 @@ def test_exceptions_pass_through(a64: prog.Program) -> None:
     passed = [s for s in iter_executed(trace) if isinstance(s, Passed)]
     assert not any(isinstance(p.element, Exception_) for p in passed)
     assert [p.index for p in passed] == sorted(p.index for p in passed)
+
+
+def test_each_process_has_its_own_code(tmp_path: Path) -> None:
+    """Two processes with different code at one address (an event log places them): each
+    instruction's opcode is read from its own process's image, as the decoder read it."""
+    from cstrace.inputs import open_trace_input
+    from tests.integration.test_event_log_decode import A_CODE, B_CODE, PROCESSES, make_package
+
+    a, b = 0x4D2 << 8, 0x162E << 8
+    path = make_package(tmp_path / "p", [(None, a), (None, b), (None, a)], PROCESSES, "pid")
+    steps = list(iter_executed(open_trace_input(path)))
+    walked = [s for s in steps if isinstance(s, Executed)]
+    assert [s.context_id for s in walked] == [a] * 3 + [b] * 2 + [a] * 3
+    for s in walked:
+        code = A_CODE if s.context_id == a else B_CODE
+        assert s.opcode == code[s.address - 0x8000 : s.address - 0x7FFC]
+    assert Disassembler().text(walked[3].address + 4, Isa.A32, walked[4].opcode) == "b #0x8020"
+
+
+def test_disasm_of_a_recording_says_who_ran(
+    perfdata: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cstrace.elements import InstrRange
+
+    path = perfdata / "perf_etm.data"
+    status, out, err = disasm(str(path), "--symdir", str(perfdata), capsys=capsys)
+    assert status == 0, err
+    trace = cstrace.open_trace(path, symdirs=[perfdata])
+    ctx = trace.buffers[0].context
+    assert ctx is not None
+    assert f"-- RUNNING          cpu {ctx.cpu}  pid {ctx.pid}  tid {ctx.tid}" in out.splitlines()
+    expected = sum(
+        e.num_instr for _, e in cstrace.iter_elements(trace) if isinstance(e, InstrRange)
+    )
+    assert len(instruction_lines(out)) == expected > 0

@@ -149,3 +149,111 @@ def test_perf2bolt_reads_the_pre_aggregated_profile(built: prog.Program, tmp_pat
     fdata = out.read_text()
     # f1's back edge (b.ne at +0x24 to +0x14), in function-relative offsets
     assert re.search(r"^1 f1\S* 24 1 f1\S* 14 0 495$", fdata, re.M), fdata
+
+
+# --- the same program through a perf.data recording ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def recorded(built: prog.Program) -> Path:
+    """The run written as a perf.data recording by the test writer: its trace as an ETR's AUX
+    data on CPU 0, the program mapped (MMAP2 of each loadable segment) in process 1000 at
+    :data:`prog.BASE`, its build ID in the BUILD_ID feature."""
+    from cstrace.inputs.files import PathBlob
+    from cstrace.trace import Buffer, Dump, Source, Trace
+    from tests.perfdata_writer import write_perf_data
+
+    exe = PathBlob(built.path)
+    dumps = [
+        Dump(exe, prog.BASE + load.vaddr, offset=load.offset, length=load.filesz)
+        for load in built.elf.loads
+        if load.filesz
+    ]
+    trace = Trace(
+        [Buffer("etr", "coresight", (PathBlob(built.capture),))],
+        [Source("etm0", "etmv4", "ETM4.0", prog.REGISTERS, ("etr",), "Cortex-A53", "cpu0")],
+        dumps=dumps,
+    )
+    path = built.path.parent / "perf.data"
+    assert built.elf.build_id is not None
+    write_perf_data(trace, path, comm="prog", build_ids={"prog": built.elf.build_id})
+    return path
+
+
+def profile_recording(built: prog.Program, recorded: Path, fmt: str, *extra: str) -> str:
+    symbols = built.path.parent / "symbols"
+    symbols.mkdir(exist_ok=True)
+    if not (symbols / "prog").exists():
+        shutil.copyfile(built.path, symbols / "prog")
+    done = subprocess.run(
+        [sys.executable, "-m", "cstrace.cli", "profile", str(recorded), "--symdir", str(symbols),
+         "--format", fmt, *extra],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "not found" not in done.stderr, done.stderr
+    return done.stdout
+
+
+def test_the_recording_profiles_as_the_capture(built: prog.Program, recorded: Path) -> None:
+    from_capture = profile(built, "autofdo").splitlines()
+    from_recording = profile_recording(built, recorded, "autofdo").splitlines()
+    assert [x for x in from_recording if not x.startswith("//")] == [
+        x for x in from_capture if not x.startswith("//")
+    ]
+    assert f"// build_id: 0x{built.elf.uuid}" in from_recording and "// prog" in from_recording
+    for fmt in ("bolt", "profgen"):
+        assert profile_recording(built, recorded, fmt) == profile(built, fmt), fmt
+    perf = shutil.which("perf")
+    if perf is not None:  # Debian's linux-perf reads the build ID the writer gave
+        listed = subprocess.run(
+            [perf, "buildid-list", "-i", str(recorded)],
+            capture_output=True, text=True, check=False,
+            env={"HOME": str(recorded.parent), "PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+        if listed.returncode == 0:
+            assert f"{built.elf.uuid} prog" in listed.stdout.splitlines(), listed.stdout
+
+
+def test_the_judges_read_the_recordings_profiles(
+    built: prog.Program, recorded: Path, tmp_path: Path
+) -> None:
+    """create_llvm_prof, llvm-profgen and perf2bolt on the profiles of the perf.data path, with
+    the matching (unstripped) binary."""
+    create = tool("create_llvm_prof")
+    profgen = tool("llvm-profgen", "llvm-profgen-19", "/usr/lib/llvm-*/bin/llvm-profgen")
+    perf2bolt = tool("perf2bolt", "/usr/lib/llvm-*/bin/perf2bolt")
+
+    afdo = tmp_path / "prog.afdo.txt"
+    afdo.write_text(profile_recording(built, recorded, "autofdo"))
+    out = tmp_path / "afdo.prof"
+    done = subprocess.run(
+        [create, "--profiler=text", f"--binary={built.path}", f"--profile={afdo}",
+         f"--out={out}", "--format=text"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^ 2: 500$", out.read_text(), re.M), out.read_text()
+
+    raw = tmp_path / "prog.unsym"
+    raw.write_text(profile_recording(built, recorded, "profgen"))
+    out = tmp_path / "profgen.prof"
+    done = subprocess.run(
+        [profgen, f"--binary={built.path}", f"--unsymbolized-profile={raw}", f"--output={out}",
+         "--format=text"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = out.read_text()
+    assert lines_with(result, r"^f1:\d+:5$") and lines_with(result, r"^ 3: 10 f1:5$"), result
+
+    agg = tmp_path / "prog.pa"
+    agg.write_text(profile_recording(built, recorded, "bolt"))
+    fdata = tmp_path / "prog.fdata"
+    done = subprocess.run(
+        [perf2bolt, "-pa", "-p", str(agg), "-o", str(fdata), str(built.path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "traces mismatching disassembled function contents: 0 " in done.stdout, done.stdout
+    assert re.search(r"^1 f1\S* 24 1 f1\S* 14 0 495$", fdata.read_text(), re.M)

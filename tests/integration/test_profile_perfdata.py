@@ -1,10 +1,9 @@
 """Profiles of the real simpleperf recordings in ``../shared/perfdata`` against simpleperf's own.
 
 ``perf_inject.data`` is what ``simpleperf inject --output autofdo`` printed for
-both recordings. Until cstrace reads perf.data itself, the recordings are
-opened with the test scaffolding of :mod:`tests.profiles.perfdata_min`; the
-command-line test for ``cstrace profile perf_etm.data`` runs once the reader
-is there (it skips, saying so, before).
+both recordings. The recordings are opened by cstrace's perf.data reader, with
+the traced binary found by build ID in the recordings' folder, through the API
+and through ``cstrace profile``.
 """
 
 from __future__ import annotations
@@ -15,30 +14,27 @@ from pathlib import Path
 
 import pytest
 
+import cstrace
 from cstrace.analyses.profile import profile_trace
 from cstrace.render.profiles import autofdo_lines, bolt_lines, profgen_lines
-from tests.profiles.perfdata_min import perfdata_dir, trace
 
 RECORDINGS = ("perf_etm.data", "perf_with_unformatted_trace.data")
 
 
-@pytest.fixture(scope="module")
-def perfdata() -> Path:
-    found = perfdata_dir()
-    if found is None:
-        pytest.skip("perf.data recordings not found: set CSTRACE_PERFDATA (../shared/perfdata)")
-    return found
+def trace(path: Path) -> cstrace.Trace:
+    """The recording at ``path``, its binary found in the recordings' folder."""
+    return cstrace.open_trace(path, symdirs=[path.parent])
 
 
 @pytest.mark.parametrize("name", RECORDINGS)
 def test_autofdo_text_is_simpleperfs_for_the_real_recordings(perfdata: Path, name: str) -> None:
-    profile = profile_trace(trace(perfdata / name, perfdata / "etm_test_loop"))
+    profile = profile_trace(trace(perfdata / name))
     text = "\n".join(autofdo_lines(profile)) + "\n"
     assert text == (perfdata / "perf_inject.data").read_text()
 
 
 def test_perf_view_of_the_real_recording(perfdata: Path) -> None:
-    profile = profile_trace(trace(perfdata / "perf_etm.data", perfdata / "etm_test_loop"))
+    profile = profile_trace(trace(perfdata / "perf_etm.data"))
     bolt = list(bolt_lines(profile))
     # f1's loop: the tbnz at 0x106c taken 100 times, the b at 0x1080 back 100 times;
     # perf follows the ret at 0x1088 back into main (simpleperf writes it as ->0)
@@ -48,20 +44,8 @@ def test_perf_view_of_the_real_recording(perfdata: Path) -> None:
     assert "80->5c:100" in profgen  # counted from the text page at 0x1000
 
 
-def _recording_reader_present() -> bool:
-    import cstrace
-
-    try:
-        opened = cstrace.open_trace(Path(perfdata_dir() or ".") / "perf_etm.data")
-    except cstrace.CstraceError:
-        return False
-    return opened.binaries is not None
-
-
-@pytest.mark.parametrize("name", ["perf_etm.data", "perf_with_unformatted_trace.data"])
+@pytest.mark.parametrize("name", RECORDINGS)
 def test_cstrace_profile_of_perf_data_prints_simpleperfs_lines(perfdata: Path, name: str) -> None:
-    if not _recording_reader_present():
-        pytest.skip("cstrace does not read perf.data yet (issue 12, part 1: the reader)")
     done = subprocess.run(
         [sys.executable, "-m", "cstrace.cli", "profile", str(perfdata / name),
          "--format", "autofdo", "--symdir", str(perfdata)],

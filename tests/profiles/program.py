@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,19 +107,26 @@ def _symbols(path: Path) -> dict[str, int]:
     return out
 
 
-def build(folder: Path) -> Program:
-    """Compile, run and trace the program in ``folder``."""
+def build(folder: Path, source: str = SOURCE, cflags: Sequence[str] = ()) -> Program:
+    """Compile, run and trace the program in ``folder``.
+
+    ``source`` may replace the program with another whose ``_start`` is the same
+    (``sink = work();`` then the spin loop, where the run stops); ``cflags`` are
+    added to the compiler's options. The compiler runs in ``folder`` on
+    ``prog.c``: DWARF names the source ``prog.c`` in the folder.
+    """
     cc = compiler()
     assert cc is not None
     src = folder / "prog.c"
-    src.write_text(SOURCE)
+    src.write_text(source)
     exe = folder / "prog"
     subprocess.run(
         [cc, "-O1", "-gdwarf-4", "-fPIE", "-pie", "-nostdlib", "-ffreestanding",
          "-fno-stack-protector", "-Wl,--build-id=sha1", "-Wl,-z,norelro",
-         "-o", str(exe), str(src)],
+         *cflags, "-o", str(exe.resolve()), src.name],
         check=True,
         capture_output=True,
+        cwd=folder,
     )  # fmt: skip
     elf = load_elf(exe.read_bytes(), str(exe))
     symbols = _symbols(exe)

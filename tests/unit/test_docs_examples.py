@@ -56,7 +56,15 @@ def fenced_blocks(path: Path) -> list[tuple[str, list[str], int]]:
 
 
 # The user documentation; other pages (architecture.md, metadata.md...) have their own tests.
-USER_DOCS = ("README.md", "usage.md", "api.md", "protocols.md", "performance.md", "disasm.md")
+USER_DOCS = (
+    "README.md",
+    "usage.md",
+    "api.md",
+    "protocols.md",
+    "performance.md",
+    "disasm.md",
+    "coverage.md",
+)
 
 
 def _doc_files() -> list[Path]:

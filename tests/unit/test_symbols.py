@@ -226,3 +226,52 @@ def test_bad_files_are_located_errors(tmp_path: Path) -> None:
 def test_function_record() -> None:
     f = Function("f", "f", 0x100, 0x110, "x")
     assert 0x10F in f and 0x110 not in f
+
+
+def test_a_recordings_binaries_through_its_resolver() -> None:
+    from cstrace.memory.binaries import Binary, Mapping, StaticResolver
+    from cstrace.memory.elf import load_elf
+
+    path = EXAMPLE / "program.elf"
+    binary = Binary("/system/bin/demo", image=load_elf(path.read_bytes(), str(path)))
+    delta = 0x7000_0000_0000 - 0x40_0000
+    mapping = Mapping(0x40_0000 + delta, 0x40_003C + delta, binary, delta)
+    s = Symbols()
+    s.add_resolver(StaticResolver(per_context=[(42, mapping)]))
+    f = s.function(0x40_0038 + delta, context_id=42)
+    assert f is not None and f.name == "square"
+    assert (f.start, f.end) == (0x40_0034 + delta, 0x40_003C + delta)
+    assert s.name(0x40_0038 + delta, 42) == "square+0x4"
+    assert s.line(0x40_0038 + delta, 42) == SourceLine("program.s", 21)
+    assert s.function(0x40_0038 + delta, context_id=7) is None  # another process
+    assert s.function(0x40_0038) is None
+
+
+@pytest.mark.parametrize("version", [4, 5])
+def test_dwarf_versions_agree_with_addr2line(tmp_path: Path, version: int) -> None:
+    cc, tool = prog.compiler(), shutil.which("aarch64-linux-gnu-addr2line")
+    if cc is None or tool is None:
+        pytest.skip("gcc-aarch64-linux-gnu (with its binutils) not installed")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "p.c").write_text(prog.SOURCE)
+    exe = tmp_path / "p"
+    # compiled from the parent folder: the file's folder is in the line table's directories
+    subprocess.run(
+        [cc, "-O1", f"-gdwarf-{version}", "-nostdlib", "-ffreestanding", "-o", str(exe),
+         "src/p.c"],
+        check=True, capture_output=True, cwd=tmp_path,
+    )  # fmt: skip
+    s = Symbols()
+    s.add_elf(exe)
+    addresses = sorted(a for rows in s.line_table().values() for a in rows)
+    assert len(addresses) > 20
+    done = subprocess.run(
+        [tool, "-e", str(exe), *(f"{a:#x}" for a in addresses)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    for address, answer in zip(addresses, done.stdout.splitlines(), strict=True):
+        file, _, line = re.sub(r" \(discriminator \d+\)$", "", answer).rpartition(":")
+        assert s.line(address) == SourceLine(file, int(line)), hex(address)
+        assert file == str(tmp_path / "src" / "p.c")
+    text = prog.SOURCE.splitlines()
+    assert all(s.source(ln.file, ln.line) == text[ln.line - 1] for ln in s.line_table())

@@ -9,7 +9,7 @@ import pytest
 
 from cstrace.cli import main
 from cstrace.inputs.symbols import ImageSearch, SymbolPaths, read_build_id
-from tests.profiles.perfdata_min import perfdata_dir
+from tests.conftest import perfdata_dir
 
 
 def _an_elf(tmp_path: Path) -> tuple[Path, bytes]:

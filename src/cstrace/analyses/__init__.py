@@ -15,10 +15,21 @@ output: typed results (dataclasses). Nothing here prints: text is made by
   addresses, from ELF images.
 - :mod:`cstrace.analyses.instructions`: the instructions executed, walked
   from the decoded instruction ranges, and their text (capstone).
+- :mod:`cstrace.analyses.coverage`: instruction, line, function and branch
+  coverage (written by :mod:`cstrace.render.coverage`).
 """
 
 from __future__ import annotations
 
+from cstrace.analyses.coverage import (
+    BranchCoverage,
+    Coverage,
+    CoverageCounter,
+    FileCoverage,
+    FunctionCoverage,
+    LineCoverage,
+    coverage_of_trace,
+)
 from cstrace.analyses.instructions import (
     Disassembler,
     Executed,
@@ -52,11 +63,17 @@ from cstrace.analyses.symbols import Function, SourceLine, Symbols
 __all__ = [
     "AddressRange",
     "BinaryProfile",
+    "BranchCoverage",
     "BranchSample",
     "BranchSampler",
+    "Coverage",
+    "CoverageCounter",
     "Disassembler",
     "Executed",
+    "FileCoverage",
     "Function",
+    "FunctionCoverage",
+    "LineCoverage",
     "LossCounter",
     "LossReport",
     "NotDecoded",
@@ -69,6 +86,7 @@ __all__ = [
     "SourceLine",
     "SourceLoss",
     "Symbols",
+    "coverage_of_trace",
     "image_resolver",
     "iter_executed",
     "loss_report",

@@ -59,6 +59,7 @@ _S_SPACE = (MemSpace.EL1S, MemSpace.EL1S, MemSpace.EL2S, MemSpace.EL3)
 _N_SPACE = (MemSpace.EL1N, MemSpace.EL1N, MemSpace.EL2, MemSpace.EL3)
 _R_SPACE = (MemSpace.EL1R, MemSpace.EL1R, MemSpace.EL2R, MemSpace.ROOT)
 _NO_CONTEXT = ExecContext()
+_MAX_LAYOUTS = 1 << 16  # instruction ranges whose instructions are kept
 
 
 @dataclass(slots=True)
@@ -146,6 +147,8 @@ class RunWalker:
         self.space: MemSpace = MemSpace.ANY
         self.timestamp: int | None = None
         self.context_id: int | None = None
+        self._layouts: dict[tuple[int, int, int, int, int, int], tuple[tuple[int, int, bytes], ...]]
+        self._layouts = {}
 
     def walk(self, elements: Iterable[Element], first_index: int = 0) -> Iterator[Step]:
         """The steps of ``elements`` (numbered from ``first_index``), in order."""
@@ -181,13 +184,36 @@ class RunWalker:
             )
 
     def _range(self, elem: InstrRange, index: int, ctx: ExecContext) -> Iterator[Executed]:
-        start, end, isa = elem.start, elem.end, elem.isa
-        code = self._read(start, end - start)
-        t32 = isa == Isa.T32
-        last_at = end - elem.last_size
+        key = (elem.start, elem.end, int(elem.isa), elem.last_size, int(self.space),
+               self.memory.generation)  # fmt: skip
+        layout = self._layouts.get(key)
+        if layout is None:
+            if len(self._layouts) >= _MAX_LAYOUTS:
+                self._layouts.clear()
+            layout = self._layouts[key] = self._layout(elem)
+        isa, trace_id = elem.isa, self.trace_id
         ts, cpu, pid, tid, cid = self.timestamp, ctx.cpu, ctx.pid, ctx.tid, self.context_id
+        for address, size, opcode in layout[:-1]:
+            yield Executed(
+                address, size, isa, opcode, trace_id, index,
+                None, False, None, ts, None, cpu, pid, tid, cid,
+            )  # fmt: skip
+        address, size, opcode = layout[-1]
+        yield Executed(
+            address, size, isa, opcode, trace_id, index,
+            elem.last_type, elem.last_cond, elem.last_exec,
+            ts, elem.cycle_count, cpu, pid, tid, cid,
+        )  # fmt: skip
+
+    def _layout(self, elem: InstrRange) -> tuple[tuple[int, int, bytes], ...]:
+        """(address, size, opcode) of each instruction of a range, walked from its start."""
+        start, end = elem.start, elem.end
+        code = self._read(start, end - start)
+        t32 = elem.isa == Isa.T32
+        last_at = end - elem.last_size
+        out: list[tuple[int, int, bytes]] = []
         address = start
-        while address < end:
+        while True:
             off = address - start
             if address >= last_at:
                 size = elem.last_size
@@ -203,18 +229,10 @@ class RunWalker:
                 opcode = self._read(address, size)
                 if len(opcode) < size:
                     opcode = b""
-            if address + size >= end:
-                yield Executed(
-                    address, size, isa, opcode, self.trace_id, index,
-                    elem.last_type, elem.last_cond, elem.last_exec,
-                    ts, elem.cycle_count, cpu, pid, tid, cid,
-                )  # fmt: skip
-                return
-            yield Executed(
-                address, size, isa, opcode, self.trace_id, index,
-                None, False, None, ts, None, cpu, pid, tid, cid,
-            )  # fmt: skip
+            out.append((address, size, opcode))
             address += size
+            if address >= end:
+                return tuple(out)
 
     def _read(self, address: int, size: int) -> bytes:
         """``size`` bytes at ``address``, across regions where a range spans two."""

@@ -47,13 +47,14 @@ from typing import Any
 from cstrace.elements import Isa
 from cstrace.errors import CstraceError, SnapshotError
 from cstrace.memory.binaries import Binary, BinaryResolver
-from cstrace.trace import Trace
+from cstrace.trace import Blob, Origin, Trace
 
 __all__ = ["Function", "SourceLine", "Symbols", "demangle"]
 
 _MASK64 = (1 << 64) - 1
 _MAX_SOURCE_BYTES = 16 << 20  # a source file larger than this is not read
 _MAPPING_ISAS = {"a": Isa.A32, "t": Isa.T32, "x": Isa.A64}
+_CLI = Origin("command line")  # what cstrace.inputs.extras gives the images it adds
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,7 +344,7 @@ class Symbols:
         self._placed: list[_Placed] = []
         self._files: dict[str, _ElfFile] = {}
         self._resolver: BinaryResolver | None = None
-        self._blobs: dict[str, Any] = {}
+        self._blobs: dict[str, Blob] = {}
         self._by_binary: dict[tuple[str, str | None], Symbols | None] = {}
         self._dirty = True
         self._fstarts: list[int] = []
@@ -358,6 +359,8 @@ class Symbols:
         self._lcache: dict[int, SourceLine | None] = {}
         self._scache: dict[str, list[str] | None] = {}
         self._known_files: dict[str, str] | None = None
+        self._table: dict[SourceLine, list[int]] | None = None
+        self._ranges: dict[SourceLine, list[tuple[int, int]]] | None = None
 
     # -- adding images ---------------------------------------------------------------
 
@@ -395,31 +398,40 @@ class Symbols:
         self._fcache.clear()
         self._lcache.clear()
         self._known_files = None
+        self._table = None
+        self._ranges = None
 
     @classmethod
     def from_trace(cls, trace: Trace, images: Iterable[str] = ()) -> Symbols:
         """The symbols of ``trace``'s ELF images, placed as code memory places them, plus
         ``images`` (``FILE`` or ``FILE@BASE``, as ``--image`` takes them).
 
-        Images no event log places and that belong to no process are placed at their
-        link address or moved to their base; the others (a recording's processes) are
-        found through the trace's binary resolver with the context of each lookup.
+        Without an event log, images are placed at their link address or moved to their
+        base; with one (a recording, a package with an event log), they are found
+        through the trace's binary resolver (:class:`~cstrace.memory.locate.LogBinaries`
+        by default) with the context of each lookup, except the images given on the
+        command line with a base, which are placed there.
         Images whose files cannot be read are left out (decoding reports them);
         a bad file among ``images`` is an error.
         """
-        from cstrace.analyses.profile import resolver_for
         from cstrace.inputs.extras import split_at
+        from cstrace.memory.build import CodeMemories
+        from cstrace.memory.locate import LogBinaries
 
+        resolver = trace.binaries
+        if resolver is None and trace.events is not None:
+            # An event log places images per process and over time: as the profiles do.
+            resolver = LogBinaries(CodeMemories(trace).locator())
         out = cls()
         placed_names: set[str] = set()
         for image in trace.images:
             if image.pid is not None or image.core is not None:
                 continue
-            if trace.events is not None and trace.binaries is not None:
-                continue  # a recording's binary: placed by its memory maps, per process
+            if resolver is not None and (image.base is None or image.origin != _CLI):
+                continue  # placed by the memory maps or the event log, per process
             # An image named on the command line must be good; the input's own are taken
             # where they can be read (decoding reports the others).
-            strict = image.origin.path == "command line"
+            strict = image.origin == _CLI
             try:
                 if not image.file.exists():
                     continue
@@ -443,14 +455,26 @@ class Symbols:
                 out.add_elf(name)
             else:
                 out.add_elf_at(name, base)
-        if trace.binaries is not None:
-            out._resolver = resolver_for(trace)
-            for image in trace.images:
-                if image.uuid:
-                    out._blobs[image.uuid.lower().replace("-", "")] = image.file
-                out._blobs[image.file.name] = image.file
+        if resolver is not None:
+            out.add_resolver(resolver, [(i.uuid, i.file) for i in trace.images])
         out._invalidate()
         return out
+
+    def add_resolver(
+        self, resolver: BinaryResolver, files: Iterable[tuple[str | None, Blob]] = ()
+    ) -> None:
+        """Look up the addresses no image added covers through ``resolver`` (a recording's
+        processes' memory maps), with the traced context ID.
+
+        A binary's ELF file is the one of ``files`` (build ID or None, file) with its
+        build ID or its name, else the file its ELF image was read from.
+        """
+        self._resolver = resolver
+        for uuid, blob in files:
+            if uuid:
+                self._blobs[uuid.lower().replace("-", "")] = blob
+            self._blobs[blob.name] = blob
+        self._invalidate()
 
     # -- merged tables -----------------------------------------------------------------
 
@@ -630,20 +654,24 @@ class Symbols:
         """Every source line that has code, with the run-time addresses of its rows."""
         if not self._lines_ready:
             self._build_lines()
-        out: dict[SourceLine, list[int]] = {}
-        for start, line in zip(self._lstarts, self._llines, strict=True):
-            out.setdefault(line, []).append(start)
-        return out
+        if self._table is None:
+            out: dict[SourceLine, list[int]] = {}
+            for start, line in zip(self._lstarts, self._llines, strict=True):
+                out.setdefault(line, []).append(start)
+            self._table = out
+        return self._table
 
     def line_ranges(self) -> Mapping[SourceLine, Sequence[tuple[int, int]]]:
         """Every source line that has code, with the ``[start, end)`` address ranges of its
         rows."""
         if not self._lines_ready:
             self._build_lines()
-        out: dict[SourceLine, list[tuple[int, int]]] = {}
-        for start, end, line in zip(self._lstarts, self._lends, self._llines, strict=True):
-            out.setdefault(line, []).append((start, end))
-        return out
+        if self._ranges is None:
+            out: dict[SourceLine, list[tuple[int, int]]] = {}
+            for start, end, line in zip(self._lstarts, self._lends, self._llines, strict=True):
+                out.setdefault(line, []).append((start, end))
+            self._ranges = out
+        return self._ranges
 
     def source(self, file: str, line: int) -> str | None:
         """The text of ``line`` (1-based) of source ``file``, without its line end; None when

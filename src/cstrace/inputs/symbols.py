@@ -170,9 +170,20 @@ class SymbolPaths:
     vmlinux: str | None = None
     """The kernel image (``--vmlinux``), whatever its file name: taken for the kernel when
     its build ID is the one the recording gives (or the recording gives none)."""
+    kcore: str | None = None
+    """A copy of the kernel's text as ``perf record --kcore`` makes it (``--kcore``): an ELF
+    core file whose segments are mapped at their kernel addresses in every process. A
+    ``perf record --kcore`` folder's own ``kcore_dir/kcore`` is used without it."""
 
     def __bool__(self) -> bool:
-        return bool(self.symdirs or self.symfs or self.buildid_dir or self.files or self.vmlinux)
+        return bool(
+            self.symdirs
+            or self.symfs
+            or self.buildid_dir
+            or self.files
+            or self.vmlinux
+            or self.kcore
+        )
 
 
 @dataclass(frozen=True)
@@ -181,7 +192,8 @@ class FoundImage:
 
     path: Path
     how: str
-    """``--image``, ``--vmlinux``, ``symdir``, ``build-id cache`` or ``symfs``."""
+    """``--image``, ``--vmlinux``, ``symdir``, ``build-id cache``, ``symfs`` or ``kcore`` (the
+    kernel's text, or a module's, in a recording's kcore copy)."""
     build_id: bytes | None
 
 

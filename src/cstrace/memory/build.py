@@ -162,11 +162,15 @@ class CodeMemories:
 
     # -- code memory -------------------------------------------------------------------
 
-    def for_source(self, source: Source, time: int | None = None) -> CodeMemory:
+    def for_source(
+        self, source: Source, time: int | None = None, pid: int | None = None
+    ) -> CodeMemory:
         """The code memory the decoder of ``source`` reads: a fresh cursor for each call.
 
         ``time`` (event-log time) is where the cursor starts; None: before any
-        event, each process and image taken as it first appears.
+        event, each process and image taken as it first appears. ``pid`` is the
+        process whose memory is read while the trace names none (a recording's
+        buffer says who ran when its trace began).
         """
         core = source.core_name
         key = core or ""
@@ -179,6 +183,8 @@ class CodeMemories:
         cursor = got.cursor()
         if time is not None:
             cursor.set_time(time)
+        if pid is not None:
+            cursor.set_default_process(pid)
         return cursor
 
     def mode(self) -> str:

@@ -486,6 +486,7 @@ class AddressSpaces:
         self._context: int | None = None
         self._vmid: int | None = None
         self._pid: int | None = None
+        self._default_pid: int | None = None
         self._map = MemoryMap()
         self.generation = 0
         self._refresh()
@@ -531,6 +532,13 @@ class AddressSpaces:
         self._context = context_id
         self._refresh()
 
+    def set_default_process(self, pid: int | None) -> None:
+        """The process whose address space is selected while the trace names none (no context
+        ID traced, or none yet): the one a recording says ran when the trace began."""
+        if pid != self._default_pid:
+            self._default_pid = pid
+            self._refresh()
+
     def advance(self, time: int) -> None:
         """Move to trace time ``time`` (events up to it are applied).
 
@@ -574,6 +582,10 @@ class AddressSpaces:
         index = tl.index_at(self._time)
         self._epoch_index = index
         self._pid = self.process_of(self._context, self._vmid)
+        if self._pid is None and self._default_pid is not None:
+            named = self._vmid if self._s.mode == "vmid" else self._context
+            if named is None:
+                self._pid = self._default_pid
         gen, mm = self._s.view(tl.epoch(index).layers(self._pid))
         self._map = mm
         self.generation = gen

@@ -6,15 +6,17 @@ executed instructions and the other elements, in trace order), its
 :class:`~cstrace.analyses.instructions.Disassembler`. Output: text lines::
 
     -- PE_CONTEXT       A64  EL0 NS 64-bit ctxtid 0x2a
-    0000000000400000  _start                  d2800013   mov x19, #0                  program.s:5
-    000000000040000c  _start+0xc              9400000a   bl #0x400034                 program.s:9
+    0000000000400000  _start                 d2800013   mov x19, #0                  program.s:5
+    000000000040000c  _start+0xc             9400000a   bl #0x400034 <square>        program.s:9
 
 an instruction per line (address, ``function+offset``, opcode, capstone's
 text, ``file:line``), the other elements as ``-- TYPE details`` lines in their
 place (exceptions, trace on and gaps, context changes, timestamps,
-software-trace messages). With ``source``, each change of source line is a
-line of its own (``file:line  text of the line``) before the instructions it
-made, which then leave ``file:line`` out.
+software-trace messages); where the input says who ran (a perf.data
+recording), a ``-- RUNNING cpu N  pid N  tid N`` line where that changes.
+With ``source``, each change of source line is a line of its own
+(``file:line  text of the line``) before the instructions it made, which then
+leave ``file:line`` out.
 
 Filters (:class:`DisasmOptions`): an address range, a function name, and the
 last N instructions only (the post-mortem view). With an address or function
@@ -144,7 +146,17 @@ def _rows(
     start, end, function = opts.start, opts.end, opts.function
     filtered = opts.filtered
     shown = not filtered
+    who: tuple[int | None, int | None, int | None] = (None, None, None)
     for step in steps:
+        now = (step.cpu, step.pid, step.tid)
+        if now != who:
+            # Who runs changed (a recording says): a line of its own, where it changed.
+            who = now
+            if shown:
+                yield "-- RUNNING          " + "  ".join(
+                    f"{label} {'-' if value is None else value}"
+                    for label, value in zip(("cpu", "pid", "tid"), now, strict=True)
+                )
         if isinstance(step, Passed):
             if shown:
                 elem = step.element

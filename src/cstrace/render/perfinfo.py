@@ -83,6 +83,12 @@ def perf_info_lines(rec: PerfRecording) -> list[str]:
         threads = sorted(t for t, p in rec.threads.items() if p == pid)
         listed = ", ".join(str(t) for t in threads) or str(pid)
         out.append(f"  process {pid} {comm!r}: threads {listed}")
+    if rec.kcore is not None:
+        k = rec.kcore
+        syms = f", kallsyms with {k.symbols} symbol(s)" if k.kallsyms is not None else ""
+        out.append(
+            f"  kernel code (kcore): {k.path}: {len(k.segments)} segment(s), {k.size} bytes{syms}"
+        )
     for img in sorted(rec.images, key=lambda i: (i.found is None, i.name)):
         head = f"  binary {img.name}, build ID {img.build_id or 'unknown'}"
         if img.found is not None:

@@ -3,9 +3,11 @@
 - :mod:`.records`: the file format: header, attributes, features, records;
 - :mod:`.csetm`: the cs_etm AUXTRACE_INFO (one trace unit per CPU);
 - :mod:`.adapter`: a recording as a :class:`~cstrace.trace.Trace` (sources,
-  AUX data as buffers, the event log, the images found).
+  AUX data as buffers, the event log, the images found);
+- :mod:`.kcore`: the kernel text ``perf record --kcore`` copies beside the recording.
 
-:func:`is_perf_data` tells a perf.data file by its ``PERFILE2`` magic.
+:func:`is_perf_data` tells a perf.data file by its ``PERFILE2`` magic, and a
+``perf record --kcore`` folder by its ``data`` file.
 """
 
 from __future__ import annotations
@@ -20,26 +22,32 @@ from cstrace.inputs.perfdata.adapter import (
     read_recording,
 )
 from cstrace.inputs.perfdata.csetm import CpuTrace, CsEtmInfo
+from cstrace.inputs.perfdata.kcore import KernelCore, read_kcore
 from cstrace.inputs.perfdata.records import MAGIC, PerfFile, read_perf_file
 
 __all__ = [
     "AuxPiece",
     "CpuTrace",
     "CsEtmInfo",
+    "KernelCore",
     "PerfFile",
     "PerfImage",
     "PerfRecording",
     "is_perf_data",
     "open_perf_data",
+    "read_kcore",
     "read_perf_file",
     "read_recording",
 ]
 
 
 def is_perf_data(path: str | Path) -> bool:
-    """Whether ``path`` is a file that starts with perf.data's ``PERFILE2`` magic."""
+    """Whether ``path`` is a file that starts with perf.data's ``PERFILE2`` magic, or a
+    ``perf record --kcore`` folder (its ``data`` file does)."""
     p = Path(path)
     try:
+        if p.is_dir():
+            p = p / "data"
         if not p.is_file():
             return False
         with open(p, "rb") as f:

@@ -35,6 +35,11 @@ and its :class:`~cstrace.trace.Trace` (:func:`open_perf_data`):
   the virtual counter, TS_SOURCE 1) becomes the trace's clock.
 - **images**: each image a mapping names, found by build ID and name
   (:mod:`cstrace.inputs.symbols`), at its path on the traced system as its name.
+- **the kernel's code** from a kcore copy (:mod:`.kcore`: a ``perf record
+  --kcore`` folder's ``kcore_dir/kcore``, or ``--kcore FILE``): its segments
+  are memory at their kernel addresses in every process; the kernel, and each
+  module whose mapping they hold, counts as found there unless a vmlinux or a
+  module file was found for it.
 - CONTEXTIDR convention: ``tid`` for ETMv4 and ETE (arm64 Linux writes the
   thread ID), ``vmid`` when TRCCONFIGR traces the process as the VMID
   (CONTEXTIDR_EL2, a kernel at EL2), ``pid`` for ETMv3 and PTM.
@@ -54,6 +59,7 @@ from cstrace.capture import FRAME_SIZE, demux_frames
 from cstrace.errors import InputError, Issue, IssueKind, Severity
 from cstrace.inputs.files import PathBlob, SliceBlob
 from cstrace.inputs.perfdata.csetm import CS_ETM_AUXTRACE_TYPE, CsEtmInfo, parse_cs_etm_info
+from cstrace.inputs.perfdata.kcore import KernelCore, read_kcore, recording_files
 from cstrace.inputs.perfdata.records import (
     AuxOutputHwIdRecord,
     AuxRecord,
@@ -82,7 +88,7 @@ from cstrace.memory.events import (
     ThreadEvent,
     format_event_log,
 )
-from cstrace.trace import Buffer, ExecContext, Image, Origin, Source, Trace
+from cstrace.trace import Buffer, Dump, ExecContext, Image, Origin, Source, Trace
 
 __all__ = [
     "AUXTRACE_TYPES",
@@ -170,6 +176,8 @@ class PerfRecording:
     clock: CounterClock | None
     per_thread: bool
     issues: list[Issue] = field(default_factory=list)
+    kcore: KernelCore | None = None
+    """The kernel's code copied by ``perf record --kcore`` (or given with ``--kcore``)."""
 
 
 # --- reading -------------------------------------------------------------------------------
@@ -338,10 +346,14 @@ def _build_id_of(r: MmapRecord, by_name: dict[tuple[int, str], bytes]) -> str | 
 
 
 def read_recording(path: str | Path, symbols: SymbolPaths | None = None) -> PerfRecording:
-    """Read a perf.data file with CoreSight trace, and find the images it names."""
-    blob = PathBlob(path)
+    """Read a perf.data file with CoreSight trace (or a ``perf record --kcore`` folder), and
+    find the images it names."""
+    symbols = symbols or SymbolPaths()
+    data_path, kcore_path = recording_files(path, symbols.kcore)
+    blob = PathBlob(data_path)
     if not blob.exists():
-        raise InputError("no such file", path=str(path))
+        raise InputError("no such file", path=str(data_path))
+    kcore = read_kcore(kcore_path) if kcore_path is not None else None
     pf = read_perf_file(blob)
     etm = _etm_info(pf)
     name = pf.path
@@ -406,7 +418,7 @@ def read_recording(path: str | Path, symbols: SymbolPaths | None = None) -> Perf
     for b in pf.build_ids:
         by_name.setdefault((b.pid, b.filename), b.build_id)
         by_name.setdefault((-1, b.filename), b.build_id)
-    search = ImageSearch(symbols or SymbolPaths())
+    search = ImageSearch(symbols)
     images: dict[tuple[str, str | None], PerfImage] = {}
     elfs: dict[tuple[str, str | None], ElfImage | None] = {}
     for r in records:
@@ -423,6 +435,14 @@ def read_recording(path: str | Path, symbols: SymbolPaths | None = None) -> Perf
                 img.found = search.find(look, bytes.fromhex(bid) if bid else None)
                 img.mismatches = list(search.mismatches.get(look, []))
                 elfs[key] = _load(img.found)
+            if (
+                img.found is None
+                and kcore is not None
+                and r.pid < 0
+                and kcore.covers(r.start, r.start + r.length)
+            ):
+                # The kernel, or a module, whose code the kcore copy holds.
+                img.found = FoundImage(kcore.path, "kcore", None)
             img.pids.add(0 if r.pid < 0 else r.pid)
 
     # The event log, and who runs on each CPU over time.
@@ -497,6 +517,7 @@ def read_recording(path: str | Path, symbols: SymbolPaths | None = None) -> Perf
         clock,
         per_thread,
         issues,
+        kcore,
     )
     _pieces(rec, running)
     for piece in rec.pieces:
@@ -533,7 +554,13 @@ def _load(found: FoundImage | None) -> ElfImage | None:
 
 
 def _who(r: ItraceStartRecord | SwitchRecord) -> tuple[int, int] | None:
-    """(pid, tid) of the thread that runs on the record's CPU after it."""
+    """(pid, tid) of the thread that runs on the record's CPU after it (None: no thread, or
+    -1, which names none)."""
+    got = _who_raw(r)
+    return None if got is None or min(got) < 0 else got
+
+
+def _who_raw(r: ItraceStartRecord | SwitchRecord) -> tuple[int, int] | None:
     if isinstance(r, ItraceStartRecord):
         return r.pid, r.tid
     if r.out:
@@ -716,7 +743,7 @@ def _sources(rec: PerfRecording) -> dict[int, Source]:
 def open_perf_data(path: str | Path, symbols: SymbolPaths | None = None) -> Trace:
     """The :class:`~cstrace.trace.Trace` of a perf.data recording (see the module docstring)."""
     rec = read_recording(path, symbols)
-    blob = PathBlob(path)
+    blob = PathBlob(rec.file.path)
     sources = _sources(rec)
     feeds: dict[int, list[str]] = {cpu: [] for cpu in sources}
     buffers: list[Buffer] = []
@@ -768,7 +795,9 @@ def open_perf_data(path: str | Path, symbols: SymbolPaths | None = None) -> Trac
             )
         )
     if not buffers:
-        first = rec.aux_records[0].offset if rec.aux_records else None
+        # Where the trace should have been: the first AUX (or AUXTRACE) record, else the
+        # data section.
+        first = next((r.offset for r in [*rec.aux_records, *rec.auxtrace]), rec.file.data_offset)
         raise InputError(
             "no trace to decode: "
             + (
@@ -796,8 +825,15 @@ def open_perf_data(path: str | Path, symbols: SymbolPaths | None = None) -> Trac
     images = [
         Image(PathBlob(img.found.path), img.name, uuid=img.build_id, origin=Origin(rec.file.path))
         for img in rec.images
-        if img.found is not None
+        if img.found is not None and img.found.how != "kcore"
     ]
+    dumps: list[Dump] = []
+    if rec.kcore is not None:
+        core = PathBlob(rec.kcore.path)
+        dumps = [
+            Dump(core, s.address, offset=s.offset, length=s.size, origin=Origin(str(core.name)))
+            for s in rec.kcore.segments
+        ]
     log_path = f"{rec.file.path} (its records)"
     text = format_event_log(
         rec.events,
@@ -807,6 +843,7 @@ def open_perf_data(path: str | Path, symbols: SymbolPaths | None = None) -> Trac
     return Trace(
         buffers,
         final,
+        dumps=dumps,
         images=images,
         events=EventLog(log_path, list(rec.events), text),
         contextidr=rec.mode,
