@@ -392,6 +392,10 @@ function axisText(v) {
 
 function drawTimeline() {
   const cv = $("timeline");
+  // As tall as its lanes (the pane scrolls when there are many sources).
+  const lanes = state.tl.data ? state.tl.data.lanes.length : 0;
+  const want = Math.max($("timeline-wrap").clientHeight, TOP + lanes * (LANE_H + 16) + 8);
+  if (cv.clientHeight !== want) cv.style.height = want + "px";
   const w = cv.clientWidth, h = cv.clientHeight;
   if (cv.width !== w * devicePixelRatio || cv.height !== h * devicePixelRatio) {
     cv.width = w * devicePixelRatio; cv.height = h * devicePixelRatio;
