@@ -213,11 +213,11 @@ def test_etm_demo(browser: Any, shots: Path) -> None:
         assert page.page.inner_text("#disasm-title").startswith("_start")
         assert page.page.inner_text("#source-title").endswith(other["src"])
         # The STM messages in the data pane, and the last value of each channel at the end.
-        assert "STM master 64 channel 0" in page.page.inner_text("#data-body")
+        assert "STM master 0x40 channel 0x0" in page.page.inner_text("#data-body")
         last = page.js("state.total") - 1
         page.page.evaluate(f"select({last})")
         page.settle()
-        assert re.search(r"STM master 64 channel 0\s+0xe", page.page.inner_text("#data-body"))
+        assert re.search(r"STM master 0x40 channel 0x0\s+0xe", page.page.inner_text("#data-body"))
         # Search a function, then an address; next execution.
         page.page.fill("#search", "square")
         page.page.press("#search", "Enter")

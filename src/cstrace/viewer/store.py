@@ -38,6 +38,7 @@ from cstrace.elements import (
     Custom,
     Element,
     ElemType,
+    Instrumentation,
     Isa,
     ITMPacketType,
     ITMTrace,
@@ -396,7 +397,8 @@ class TraceStore:
         text = element_details(elem)
         if isinstance(elem, SWTrace):
             value = _hex(elem.payload) if elem.payload_bits else None
-            return "message", f"STM master {elem.master} channel {elem.channel}", value, True, text
+            key = f"STM master {elem.master:#x} channel {elem.channel:#x}"
+            return "message", key, value, True, text
         if isinstance(elem, ITMTrace):
             if elem.pkt_type == ITMPacketType.SWIT:
                 return "message", f"ITM port {elem.src_id}", _hex(elem.value), True, text
@@ -414,13 +416,9 @@ class TraceStore:
             access = self._access(seq, pc, isa)
             key = _hex(address) or "(address not traced)"
             return access, key, value, access == "write", text
-        return (
-            "instrumentation",
-            f"EL{getattr(elem, 'el', 0)}",
-            _hex(getattr(elem, "value", 0)),
-            (True),
-            text,
-        )
+        if isinstance(elem, Instrumentation):
+            return "instrumentation", f"instrumentation EL{elem.el}", _hex(elem.value), True, text
+        return None
 
     def _access(self, seq: int, pc: object, isa: int) -> str:
         """Whether the instruction at ``pc`` (``isa``, run of element ``seq``) reads or
