@@ -16,13 +16,19 @@ import io
 import json
 import os
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+import zipfile
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from cstrace import __version__
 from cstrace.analyses import LossCounter, LossReport, NotDecoded, loss_report
-from cstrace.decode import Session
+from cstrace.analyses.loss import SourceLoss
+from cstrace.decode import Session, SourceRun
+from cstrace.elements import Element
 from cstrace.errors import CstraceError, Issue, IssueKind, Severity, SnapshotError
 from cstrace.inputs import (
     Extras,
@@ -37,13 +43,23 @@ from cstrace.inputs import (
 )
 from cstrace.inputs.metadata import trace_id_of
 from cstrace.protocols import DecodeOptions
-from cstrace.trace import Trace
+from cstrace.trace import Buffer, Trace
+
+if TYPE_CHECKING:
+    from cstrace.analyses.profile import Profile
+    from cstrace.execution import ContextTracker
+    from cstrace.parallel import ParallelDecode, RunWork
+    from cstrace.parquet import ParquetSink
+
+if TYPE_CHECKING:
+    from cstrace.execution import ContextTracker
 
 __all__ = ["main"]
 
-_FORMATS = ("text", "ocsd", "jsonl")
+_FORMATS = ("text", "ocsd", "jsonl", "null", "parquet")
 _PROFILE_FORMATS = ("autofdo", "profgen", "bolt", "perf-script")
 _COVERAGE_FORMATS = ("lcov", "cobertura", "html", "text")
+_CALL_FORMATS = ("functions", "callgrind", "folded", "flamegraph")
 
 
 def add_input_options(dec: argparse.ArgumentParser) -> None:
@@ -349,9 +365,11 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     dec.add_argument(
         "snapshot",
+        nargs="+",
         metavar="SNAPSHOT",
         help="snapshot folder (or its snapshot.ini), trace package (folder or ZIP), perf.data "
-        "recording, or a raw trace capture",
+        "recording, or a raw trace capture; with several, -o names a folder that gets one "
+        "output per input",
     )
     dec.add_argument(
         "-b",
@@ -366,7 +384,23 @@ def _build_parser() -> argparse.ArgumentParser:
         choices=_FORMATS,
         default="text",
         help="text: one readable line per element (default); ocsd: packets and elements "
-        "in the OpenCSD trc_pkt_lister format; jsonl: one JSON object per element",
+        "in the OpenCSD trc_pkt_lister format; jsonl: one JSON object per element; null: "
+        "decode everything and write nothing; parquet: one row per element with typed "
+        "columns (needs -o FILE and pyarrow)",
+    )
+    dec.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="decode the trace IDs on N processes, the output identical to a serial decode "
+        "(default: the number of CPUs, for captures of 256 KiB or more; 1: serial)",
+    )
+    dec.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="decode each input as a task on the Dask distributed scheduler at ADDRESS "
+        "(needs -o: a folder, shared with the workers)",
     )
     dec.add_argument(
         "--no-packets",
@@ -378,6 +412,12 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="leave out the summary of what the trace lost (on stderr; with --format jsonl, "
         'the closing {"summary": ...} object)',
+    )
+    dec.add_argument(
+        "--no-strings",
+        action="store_true",
+        help="text and jsonl: give software-trace (STM, ITM, DCC) byte writes one per line, "
+        "as decoded, instead of grouping the ones that spell text into strings",
     )
     dec.add_argument(
         "--src-addr-n",
@@ -465,7 +505,20 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     prof.add_argument("inputs", nargs="+", metavar="INPUT", help="trace inputs, summed")
     prof.add_argument(
-        "-f", "--format", choices=_PROFILE_FORMATS, required=True, help="the profile format"
+        "-f",
+        "--format",
+        choices=_PROFILE_FORMATS + _CALL_FORMATS,
+        required=True,
+        help="the profile format; functions (a table per function and exception: calls, "
+        "instructions, time per call), callgrind (for callgrind_annotate and KCacheGrind), "
+        "folded (collapsed stacks for flame graphs) and flamegraph (an SVG flame graph) "
+        "follow calls and returns, with the symbols of the images",
+    )
+    prof.add_argument(
+        "--table",
+        choices=("text", "csv", "json"),
+        default="text",
+        help="functions: the form of the table (default text)",
     )
     prof.add_argument(
         "--binary",
@@ -487,6 +540,12 @@ def _build_parser() -> argparse.ArgumentParser:
         help="perf-script: branches in each sample's branch stack (default 64)",
     )
     prof.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    prof.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="count each input as a task on the Dask distributed scheduler at ADDRESS and sum "
+        "the profiles here (not with perf-script)",
+    )
     add_input_options(prof)
 
     view = sub.add_parser(
@@ -517,6 +576,8 @@ def _build_parser() -> argparse.ArgumentParser:
         "--no-open", action="store_true", help="do not open the page in a web browser"
     )
     add_input_options(view)
+    _add_timeline_parser(sub)
+    _add_query_parser(sub)
     _add_disasm_parser(sub)
     _add_coverage_parser(sub)
     return parser
@@ -573,6 +634,78 @@ def view_command(args: argparse.Namespace, err: TextIO) -> int:
     return 0
 
 
+def _add_query_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``cstrace query INPUT SQL``."""
+    q = sub.add_parser(
+        "query",
+        help="run SQL (DuckDB) over tables of elements, instructions, functions and messages",
+        description=(
+            "Decode the input and run one SQL query (DuckDB) over the tables elements "
+            "(one row per element; element_types names the type numbers), instructions (one "
+            "row per instruction executed, with its function and source line from --image), "
+            "functions (calls and instructions per function) and messages (software trace: "
+            "strings and values written). Only the tables the query names are built. INPUT "
+            "may also be a Parquet file of cstrace decode --format parquet: its rows are the "
+            "elements table."
+        ),
+    )
+    q.add_argument("snapshot", metavar="INPUT", help="snapshot, package, recording, capture")
+    q.add_argument("sql", metavar="SQL", help="the query")
+    q.add_argument(
+        "-f",
+        "--format",
+        choices=("table", "csv", "json"),
+        default="table",
+        help="table: aligned columns (default); csv; json: one JSON object per row",
+    )
+    q.add_argument(
+        "-b", "--buffer", action="append", metavar="NAME", help="only this buffer (repeatable)"
+    )
+    q.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    add_input_options(q)
+
+
+def _add_timeline_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``cstrace timeline INPUT -o FILE``."""
+    tl = sub.add_parser(
+        "timeline",
+        help="write a Perfetto trace: function calls, exceptions, software-trace messages",
+        description=(
+            "Decode the input and write a Perfetto trace (protobuf; open it in the Perfetto "
+            "UI): a track per trace source with function slices from call/return tracking "
+            "(names from the ELF images: --image), exception slices, trace on/off and "
+            "overflow markers, software-trace strings as instants and other values written "
+            "as counters. Times are the trace's timestamps, else its cycle counts, else "
+            "instruction counts (or element order); each track's name says which."
+        ),
+    )
+    tl.add_argument("snapshot", metavar="INPUT", help="snapshot, package, recording or capture")
+    tl.add_argument("-o", "--output", metavar="FILE", required=True, help="the trace to write")
+    tl.add_argument(
+        "-f",
+        "--format",
+        choices=("perfetto", "svg"),
+        help="perfetto: a Perfetto trace (protobuf); svg: a picture of it for a browser. "
+        "Default: svg when FILE ends in .svg, else perfetto",
+    )
+    tl.add_argument(
+        "--max-slices",
+        type=int,
+        default=2_000_000,
+        metavar="N",
+        help="keep the first N function slices (default 2000000); later calls are counted "
+        "in the track's description",
+    )
+    tl.add_argument(
+        "-b",
+        "--buffer",
+        action="append",
+        metavar="NAME",
+        help="only this trace buffer (repeatable)",
+    )
+    add_input_options(tl)
+
+
 def _options(args: argparse.Namespace) -> DecodeOptions:
     """Decode options from the command line: ``--src-addr-n``, ``--etmcr``, ``--start-pc``,
     ``--before-sync`` (by default, the OpenCSD listing waits for synchronisation as the
@@ -589,20 +722,242 @@ def _options(args: argparse.Namespace) -> DecodeOptions:
     )
 
 
+def _run_lines(
+    run: SourceRun, args: argparse.Namespace, tracker: ContextTracker | None
+) -> Iterator[str]:
+    """The output lines of one run of ``decode`` (none for ``null``: the run is decoded)."""
+    from cstrace.render.ocsd import listing_lines
+    from cstrace.render.text import HEADER, HEADER_CONTEXT, json_line, text_line
+
+    tid = run.trace_id
+    if args.format == "null":
+        deque(run.elements(), maxlen=0)
+    elif args.format == "ocsd":
+        if tracker is not None:
+            run = tracker.watch(run)
+        yield from listing_lines(run, packets=not args.no_packets)
+        yield f"ID:{run.packet_id:x}\tEND OF TRACE DATA"
+    elif args.format == "jsonl":
+        name = run.buffer.name
+        if _strings(args, run.protocol.name):
+            yield from _message_lines(run.elements(), tid, tracker, name)
+        elif tracker is None:
+            for elem in run.elements():
+                yield json_line(tid, elem, name)
+        else:
+            update = tracker.update
+            for elem in run.elements():
+                yield json_line(tid, elem, name, update(elem))
+    else:
+        yield f"# source {run.source.name} ({run.protocol.name}), trace ID {tid:#x}"
+        if _strings(args, run.protocol.name):
+            yield HEADER if tracker is None else HEADER_CONTEXT
+            yield from _message_lines(run.elements(), tid, tracker)
+        elif tracker is None:
+            yield HEADER
+            for elem in run.elements():
+                yield text_line(tid, elem)
+        else:
+            yield HEADER_CONTEXT
+            update = tracker.update
+            for elem in run.elements():
+                yield text_line(tid, elem, update(elem))
+
+
+@dataclass(frozen=True, slots=True)
+class _RunCounts:
+    """What a worker counted while decoding a run: its losses and the addresses that fell in
+    images not found (by image name and build ID)."""
+
+    loss: SourceLoss | None
+    missing: Counter[tuple[str, str | None]]
+
+
+def _run_work(args: argparse.Namespace, who: bool, count: bool) -> RunWork:
+    """What a worker process does with a run: decode it into a file, return its counts."""
+    from cstrace.execution import tracker_for
+    from cstrace.parallel import watch_progress
+
+    def work(
+        session: Session, run: SourceRun, path: str, progress: Callable[[int], None]
+    ) -> object:
+        run = watch_progress(run, progress)
+        counter = LossCounter() if count else None
+        if counter is not None:
+            run = counter.watch(run)
+        tracker = tracker_for(session, run) if who else None
+        missing = session.memories.locator().missing if who else None
+        before = Counter(missing) if missing is not None else None
+        if args.format == "parquet":
+            from cstrace.parquet import ParquetSink
+
+            with ParquetSink(path) as sink:
+                sink.write_run(run)
+        else:
+            with open(path, "w", encoding="utf-8", newline="\n") as out:
+                _write(_run_lines(run, args, tracker), out)
+        loss = counter.report().sources[0] if counter is not None else None
+        grew = missing - before if missing is not None and before is not None else Counter()
+        return _RunCounts(loss, grew)
+
+    return work
+
+
+class _Progress:
+    """A progress bar (rich) on stderr for a decode that lasts more than ``delay`` seconds.
+
+    ``sizes[i]`` is the size of run ``i``'s buffer: a run is done when its reader
+    has been through it. Nothing is shown before ``delay`` has passed.
+    """
+
+    def __init__(self, err: TextIO, sizes: Sequence[int], delay: float = 1.0) -> None:
+        import time
+
+        self._clock = time.monotonic
+        self._start = self._clock()
+        self._err = err
+        self._sizes = list(sizes)
+        self._total = max(1, sum(self._sizes))
+        self._finished = 0
+        self._partial: dict[int, int] = {}
+        self._delay = delay
+        self._bar: Any = None
+        self._task: Any = None
+
+    def run(self, index: int) -> Callable[[int], None]:
+        """The progress callback of run ``index`` (bytes of its buffer done)."""
+
+        def update(done: int) -> None:
+            self.update(index, done)
+
+        return update
+
+    def update(self, index: int, done: int) -> None:
+        """Run ``index`` has been through ``done`` bytes of its buffer."""
+        self._partial[index] = min(done, self._sizes[index])
+        self._show()
+
+    def finished(self, index: int) -> None:
+        """Run ``index`` is done."""
+        self._partial.pop(index, None)
+        self._finished += self._sizes[index]
+        self._show()
+
+    def _show(self) -> None:
+        if self._bar is None:
+            if self._clock() - self._start < self._delay:
+                return
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TaskProgressColumn, TimeRemainingColumn
+
+            self._bar = Progress(
+                "decoding",
+                BarColumn(),
+                TaskProgressColumn(),
+                TimeRemainingColumn(),
+                console=Console(file=self._err),
+                transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task("decode", total=self._total)
+        done = self._finished + sum(self._partial.values())
+        self._bar.update(self._task, completed=done)
+
+    def close(self) -> None:
+        """Take the bar off the terminal."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+def _plan(trace: Trace, buffers: Sequence[Buffer], options: DecodeOptions) -> list[tuple[int, int]]:
+    """(trace ID, buffer size) of every run of a decode, in order; configuration only."""
+    session = Session(trace, options)
+    return [(tid, b.size()) for b in buffers for tid in session.run_ids(b)]
+
+
+def _parallel(
+    trace: Trace,
+    args: argparse.Namespace,
+    buffers: Sequence[Buffer],
+    plan: Sequence[tuple[int, int]],
+    count: bool,
+) -> ParallelDecode | None:
+    """The pool that decodes the runs with ``--jobs`` (None: decode serially)."""
+    jobs = args.jobs
+    if jobs is None:
+        # By default, only captures where the pool pays for itself.
+        if sum({b.name: b.size() for b in buffers}.values()) < 256 * 1024:
+            return None
+        jobs = os.cpu_count() or 1
+    if jobs < 1:
+        raise CstraceError(f"--jobs {jobs}: must be at least 1")
+    if jobs == 1 or len({tid for tid, _ in plan}) < 2:
+        return None
+    # Imported only now: a serial decode does without multiprocessing.
+    from cstrace.parallel import ParallelDecode, can_fork, lanes_of
+
+    if not can_fork():
+        return None
+    # None: two runs of one trace ID in a buffer would share a decoder; serial then.
+    lanes = lanes_of(trace, buffers, _options(args))
+    if lanes is None:
+        return None
+    reopen = None
+    path = Path(args.snapshot)
+    if path.is_file() and zipfile.is_zipfile(path):
+        # A package keeps its ZIP file open: each worker opens its own.
+        def reopen() -> Trace:
+            return open_from_args(args)
+
+    return ParallelDecode(
+        trace,
+        buffers,
+        _options(args),
+        _run_work(args, trace.has_exec_context, count),
+        lanes,
+        jobs,
+        reopen=reopen,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """The runs of a decode, (trace ID, buffer size) each in order, and the pool that decodes
+    them (None: serially)."""
+
+    runs: list[tuple[int, int]]
+    pool: ParallelDecode | None
+
+
+def _prepare(trace: Trace, args: argparse.Namespace, count: bool) -> _Prepared:
+    """What a decode will do; a buffer that does not exist gives a serial plan (the decode
+    then reports it where a serial decode does)."""
+    try:
+        buffers = [trace.buffer(n) for n in args.buffer or [b.name for b in trace.buffers]]
+    except CstraceError:
+        return _Prepared([], None)
+    plan = _plan(trace, buffers, _options(args))
+    return _Prepared(plan, _parallel(trace, args, buffers, plan, count))
+
+
 def _lines(
     trace: Trace,
     args: argparse.Namespace,
     err: TextIO,
     errors: list[Issue],
     counter: LossCounter | None = None,
+    sink: ParquetSink | None = None,
+    prepared: _Prepared | None = None,
 ) -> Iterator[str]:
     """The output lines of ``decode``; buffer errors are printed and kept in ``errors``.
 
     With a ``counter``, each run is counted (and JSON Lines end with the summary).
+    With ``--format parquet`` the rows go to ``sink``. With ``--jobs``, runs are
+    decoded by worker processes and their outputs read back in order.
     """
     from cstrace.execution import tracker_for
-    from cstrace.render.ocsd import listing_lines
-    from cstrace.render.text import HEADER, HEADER_CONTEXT, inferred_line, json_line, text_line
+    from cstrace.render.text import inferred_line
 
     _warn(trace.issues, err)
     errors.extend(i for i in trace.issues if i.is_error)
@@ -620,57 +975,75 @@ def _lines(
             print(f"cstrace: note: configuration {inf.describe()}", file=err)
     names = args.buffer or [b.name for b in trace.buffers]
     buffers = [trace.buffer(n) for n in names]
-    session = Session(trace, _options(args))
-    for buffer in buffers:
-        decoded = session.open_buffer(buffer)
-        _warn(decoded.warnings, err)
-        _warn(decoded.errors, err)
-        errors.extend(decoded.errors)
-        if counter is not None:
-            counter.add_issues(decoded.issues)
-        if args.format == "ocsd":
-            yield f"Using {buffer.name} as trace source"
-            for error in decoded.errors:
-                yield f"ERROR: {error}"
-        elif args.format == "text":
-            yield f"# buffer {buffer.name} ({buffer.format})"
-            for error in decoded.errors:
-                yield f"# error: {error}"
-        for run in decoded.runs:
+    options = _options(args)
+    if prepared is None:
+        prepared = _prepare(trace, args, counter is not None)
+    plan, pool = prepared.runs, prepared.pool
+    tty = getattr(err, "isatty", None)
+    progress = _Progress(err, [size for _, size in plan]) if tty is not None and tty() else None
+    if progress is not None:
+        from cstrace.parallel import watch_progress
+    with ExitStack() as stack:
+        if pool is not None:
+            stack.enter_context(pool)
+        if progress is not None:
+            stack.callback(progress.close)
+        session = Session(trace, options)
+        reported: set[Issue] = set()
+        index = 0
+        for buffer in buffers:
+            decoded = session.open_buffer(buffer)
+            _warn(decoded.warnings, err)
+            _warn(decoded.errors, err)
+            errors.extend(decoded.errors)
             if counter is not None:
-                run = counter.watch(run)
-            tracker = tracker_for(session, run) if who else None
+                counter.add_issues(decoded.issues)
             if args.format == "ocsd":
-                if tracker is not None:
-                    run = tracker.watch(run)
-                yield from listing_lines(run, packets=not args.no_packets)
-                yield f"ID:{run.packet_id:x}\tEND OF TRACE DATA"
-            elif args.format == "jsonl":
-                tid = run.trace_id
-                if tracker is None:
-                    for elem in run.elements():
-                        yield json_line(tid, elem, buffer.name)
+                yield f"Using {buffer.name} as trace source"
+                for error in decoded.errors:
+                    yield f"ERROR: {error}"
+            elif args.format == "text":
+                yield f"# buffer {buffer.name} ({buffer.format})"
+                for error in decoded.errors:
+                    yield f"# error: {error}"
+            for run in decoded.runs:
+                if pool is not None:
+                    told = progress.update if progress else None
+                    if sink is not None or args.format == "null":
+                        done = pool.wait(index, run.trace_id, told)
+                        if sink is not None:
+                            sink.append_file(done.path)
+                    else:
+                        # The lines as the worker writes them (the first run's at once).
+                        done = yield from pool.follow(index, run.trace_id, told)
+                    os.unlink(done.path)
+                    got = done.result
+                    assert isinstance(got, _RunCounts)
+                    if counter is not None and got.loss is not None:
+                        counter.add_result(got.loss)
+                    if got.missing:
+                        session.memories.locator().missing.update(got.missing)
+                    session.new_issues()  # the parent's own: the workers say what they met
+                    met = [i for i in done.issues if i not in reported]
+                    reported.update(met)
                 else:
-                    update = tracker.update
-                    for elem in run.elements():
-                        yield json_line(tid, elem, buffer.name, update(elem))
-            else:
-                tid = run.trace_id
-                yield f"# source {run.source.name} ({run.protocol.name}), trace ID {tid:#x}"
-                if tracker is None:
-                    yield HEADER
-                    for elem in run.elements():
-                        yield text_line(tid, elem)
-                else:
-                    yield HEADER_CONTEXT
-                    update = tracker.update
-                    for elem in run.elements():
-                        yield text_line(tid, elem, update(elem))
-            # Problems met while decoding (images missing, build IDs that differ...).
-            met = session.new_issues()
-            _warn(met, err)
-            if counter is not None:
-                counter.add_issues(met)
+                    if progress is not None:
+                        run = watch_progress(run, progress.run(index))
+                    if counter is not None:
+                        run = counter.watch(run)
+                    tracker = tracker_for(session, run) if who else None
+                    if sink is not None:
+                        sink.write_run(run)
+                    else:
+                        yield from _run_lines(run, args, tracker)
+                    # Problems met while decoding (images missing, build IDs that differ...).
+                    met = session.new_issues()
+                if progress is not None:
+                    progress.finished(index)
+                index += 1
+                _warn(met, err)
+                if counter is not None:
+                    counter.add_issues(met)
     if who:
         # Images not found, named once, with the trace addresses that fell in them.
         missing = [
@@ -689,6 +1062,45 @@ def _lines(
             counter.add_issues(missing)
     if counter is not None and args.format == "jsonl":
         yield json.dumps({"summary": counter.report().to_dict()}, separators=(",", ":"))
+
+
+_SOFTWARE_TRACE = ("stm", "itm", "dcc")
+
+
+def _strings(args: argparse.Namespace, protocol: str) -> bool:
+    """Whether a source's byte writes that spell text are shown as strings."""
+    return protocol in _SOFTWARE_TRACE and not getattr(args, "no_strings", False)
+
+
+def _message_lines(
+    elements: Iterable[Element],
+    trace_id: int,
+    tracker: ContextTracker | None,
+    buffer: str | None = None,
+) -> Iterator[str]:
+    """Text (``buffer`` None) or JSON lines of a software-trace source, strings grouped."""
+    from cstrace.analyses.swtext import TextMessage, group_text
+    from cstrace.render.text import json_line, message_json, message_line, text_line
+
+    for item in group_text(elements):
+        context = None
+        if isinstance(item, TextMessage):
+            if tracker is not None:
+                # Every write is followed; the string is shown with the first one's context.
+                contexts = [tracker.update(e) for e in item.elements]
+                context = contexts[0]
+            if buffer is None:
+                yield message_line(trace_id, item, context)
+            else:
+                yield message_json(trace_id, item, buffer, context)
+            continue
+        if tracker is not None:
+            context = tracker.update(item)
+        yield (
+            text_line(trace_id, item, context)
+            if buffer is None
+            else json_line(trace_id, item, buffer, context)
+        )
 
 
 def _summary(counter: LossCounter, err: TextIO) -> None:
@@ -713,6 +1125,15 @@ def _write(lines: Iterator[str], out: TextIO) -> None:
         out.write("\n")
 
 
+def _write_now(lines: Iterator[str], out: TextIO) -> None:
+    """Write each line (or piece of lines) as it comes, flushed: the output of a parallel
+    decode, whose runs come in large pieces as their workers write them."""
+    for line in lines:
+        out.write(line)
+        out.write("\n")
+        out.flush()
+
+
 def _profile_traces(args: argparse.Namespace, err: TextIO) -> Iterator[Trace]:
     """Each input of ``profile``, opened with the input options and the symbol folder."""
     from cstrace.analyses.profile import with_symdir
@@ -734,7 +1155,7 @@ def _profile_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -
     """The output lines of ``profile``."""
     import re
 
-    from cstrace.analyses.profile import BranchSampler, Profile, ProfileCounter, resolver_for
+    from cstrace.analyses.profile import BranchSampler, Profile, resolver_for
     from cstrace.memory.binaries import Mapping
     from cstrace.render.profiles import (
         autofdo_lines,
@@ -748,7 +1169,12 @@ def _profile_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -
     except re.error as exc:
         raise CstraceError(f"--binary {args.binary!r}: {exc}") from None
     options = DecodeOptions()
+    if args.format in _CALL_FORMATS:
+        yield from _call_lines(args, err, errors)
+        return
     if args.format == "perf-script":
+        if args.dask:
+            raise CstraceError("--dask sums profiles: not with --format perf-script")
         if args.period < 1 or args.last_branch < 1:
             raise CstraceError("--period and --last-branch must be positive")
         sampler = BranchSampler(args.period, args.last_branch)
@@ -771,17 +1197,20 @@ def _profile_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -
                     _warn(session.new_issues(), err)
         return
     total = Profile()
-    for trace in _profile_traces(args, err):
-        counter = ProfileCounter(resolver_for(trace))
-        session = Session(trace, options)
-        for buffer in trace.buffers:
-            decoded = session.open_buffer(buffer)
-            _warn(decoded.issues, err)
-            errors.extend(decoded.errors)
-            for run in decoded.runs:
-                counter.feed(run.trace_id, run.elements())
-                _warn(session.new_issues(), err)
-        total.add(counter.profile())
+    if args.dask:
+        from cstrace.fleet import map_on_dask
+
+        calls = [(args, path) for path in args.inputs]
+        for path, (worker, (profile, text, failed)) in zip(
+            args.inputs, map_on_dask(args.dask, profile_one, calls, "profile"), strict=True
+        ):
+            err.write(text)
+            print(f"cstrace: note: {path}: counted on {worker}", file=err)
+            errors.extend(failed)
+            total.add(profile)
+    else:
+        for trace in _profile_traces(args, err):
+            total.add(_profile_of(trace, err, errors))
     if total.unmapped:
         print(
             f"cstrace: note: {total.unmapped} instruction range(s) fell in no known binary "
@@ -793,6 +1222,74 @@ def _profile_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -
         print("cstrace: note: no traced instruction fell in a known binary", file=err)
     writers = {"autofdo": autofdo_lines, "profgen": profgen_lines, "bolt": bolt_lines}
     yield from writers[args.format](chosen)
+
+
+def _call_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -> Iterator[str]:
+    """The output lines of ``profile --format functions|callgrind|folded|flamegraph``."""
+    from cstrace.analyses.calls import CallProfile, CallTracker, memory_reader
+    from cstrace.analyses.symbols import Symbols
+    from cstrace.render.calls import (
+        callgrind_lines,
+        flamegraph_svg,
+        folded_lines,
+        function_lines,
+    )
+
+    if args.binary:
+        print(f"cstrace: note: --binary does not apply to --format {args.format}", file=err)
+    total = CallProfile()
+    for trace in _profile_traces(args, err):
+        symbols = Symbols.from_trace(trace)
+        tracker = CallTracker(symbols)
+        session = Session(trace, DecodeOptions())
+        for buffer in trace.buffers:
+            decoded = session.open_buffer(buffer)
+            _warn(decoded.issues, err)
+            errors.extend(decoded.errors)
+            for run in decoded.runs:
+                tracker.read = memory_reader(session, run)
+                tracker.feed(run.trace_id, run.elements())
+                _warn(session.new_issues(), err)
+        total.add(tracker.profile())
+    if not total.instructions:
+        print("cstrace: note: no instructions were traced", file=err)
+    names = " ".join(Path(p).name for p in args.inputs)
+    if args.format == "functions":
+        yield from function_lines(total, args.table)
+    elif args.format == "callgrind":
+        yield from callgrind_lines(total, f"cstrace profile {names}")
+    elif args.format == "folded":
+        yield from folded_lines(total)
+    else:
+        yield flamegraph_svg(total, f"Flame graph of {names}").rstrip("\n")
+
+
+def _profile_of(trace: Trace, err: TextIO, errors: list[Issue]) -> Profile:
+    """The profile of one opened input of ``profile``; buffer errors printed and kept."""
+    from cstrace.analyses.profile import ProfileCounter, resolver_for
+
+    counter = ProfileCounter(resolver_for(trace))
+    session = Session(trace, DecodeOptions())
+    for buffer in trace.buffers:
+        decoded = session.open_buffer(buffer)
+        _warn(decoded.issues, err)
+        errors.extend(decoded.errors)
+        for run in decoded.runs:
+            counter.feed(run.trace_id, run.elements())
+            _warn(session.new_issues(), err)
+    return counter.profile()
+
+
+def profile_one(args: argparse.Namespace, path: str) -> tuple[Profile, str, list[Issue]]:
+    """The profile of one input of ``profile`` with the options of ``args`` (a Dask task):
+    the profile, what it printed on stderr and the errors met."""
+    one = argparse.Namespace(**vars(args))
+    one.inputs = [path]
+    err = io.StringIO()
+    errors: list[Issue] = []
+    for trace in _profile_traces(one, err):
+        return _profile_of(trace, err, errors), err.getvalue(), errors
+    raise AssertionError("one input gives one trace")
 
 
 def _in_binaries(sample: object, mappings: Sequence[object]) -> bool:
@@ -824,6 +1321,204 @@ def profile_command(args: argparse.Namespace, err: TextIO) -> int:
             stdout.reconfigure(newline="\n")
         _write(lines, stdout)
         stdout.flush()
+    return 2 if errors else 0
+
+
+def timeline_command(args: argparse.Namespace, err: TextIO) -> int:
+    """``cstrace timeline INPUT -o FILE``: the decode as a Perfetto trace."""
+    from cstrace.analyses.timeline import trace_timeline
+    from cstrace.render.perfetto import write_perfetto
+
+    trace = open_from_args(args)
+    _warn(trace.issues, err)
+    for inf in trace.inferred:
+        print(f"cstrace: note: configuration {inf.describe()}", file=err)
+    issues: list[Issue] = []
+    if args.max_slices < 0:
+        raise CstraceError("--max-slices must not be negative")
+    timeline = trace_timeline(trace, buffers=args.buffer, issues=issues, max_slices=args.max_slices)
+    _warn(issues, err)
+    svg = args.format == "svg" or (args.format is None and args.output.endswith(".svg"))
+    try:
+        if svg:
+            from cstrace.render.timeline_svg import svg_lines
+
+            with open(args.output, "w", encoding="utf-8", newline="\n") as text_file:
+                _write(svg_lines(timeline), text_file)
+            packets = 0
+        else:
+            with open(args.output, "wb") as out_file:
+                packets = write_perfetto(timeline, out_file)
+    except OSError as exc:
+        print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
+        return 2
+    print(
+        f"wrote {args.output}: {len(timeline.tracks)} tracks, {len(timeline.slices)} slices, "
+        f"{len(timeline.instants)} instants, {len(timeline.counters)} counter values"
+        + ("" if svg else f" ({packets} packets)"),
+        file=err,
+    )
+    return 2 if any(i.is_error for i in issues) else 0
+
+
+def _is_parquet(path: str) -> bool:
+    """Whether ``path`` is a Parquet file (its first bytes say so)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"PAR1"
+    except OSError:
+        return False
+
+
+def query_command(args: argparse.Namespace, err: TextIO) -> int:
+    """``cstrace query INPUT SQL``: a DuckDB query over the tables of a decode."""
+    from cstrace.analyses.query import (
+        build_tables,
+        connect,
+        parquet_tables,
+        run_query,
+        tables_named,
+    )
+    from cstrace.render.query import csv_lines, json_lines, table_lines
+
+    issues: list[Issue] = []
+    if _is_parquet(args.snapshot):
+        tables = parquet_tables(args.snapshot)
+    else:
+        trace = open_from_args(args)
+        _warn(trace.issues, err)
+        for inf in trace.inferred:
+            print(f"cstrace: note: configuration {inf.describe()}", file=err)
+        want = tables_named(args.sql)
+        tables = build_tables(trace, want, buffers=args.buffer, issues=issues)
+        _warn(issues, err)
+    result = run_query(connect(tables), args.sql)
+    writers = {"table": table_lines, "csv": csv_lines, "json": json_lines}
+    lines = writers[args.format](result)
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8", newline="\n") as out_file:
+                _write(lines, out_file)
+        except OSError as exc:
+            print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
+            return 2
+    else:
+        stdout = sys.stdout
+        if isinstance(stdout, io.TextIOWrapper):
+            stdout.reconfigure(newline="\n")
+        _write(lines, stdout)
+        stdout.flush()
+    return 2 if any(i.is_error for i in issues) else 0
+
+
+_EXTENSIONS = {"text": "txt", "ocsd": "ppl", "jsonl": "jsonl", "null": "null", "parquet": "parquet"}
+
+
+def _outputs_per_input(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """(input, output file) of each input of a ``decode`` with several inputs or ``--dask``:
+    the output folder ``-o`` gets ``<input's name>.<format>`` for each."""
+    inputs: list[str] = args.snapshot
+    if not args.output:
+        raise CstraceError("several inputs or --dask: give an output folder with -o")
+    folder = Path(args.output)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CstraceError(f"{folder}: {exc.strerror}") from None
+    out: list[tuple[str, str | None]] = []
+    seen: set[str] = set()
+    for path in inputs:
+        name = f"{Path(path).name}.{_EXTENSIONS[args.format]}"
+        if name in seen:
+            raise CstraceError(f"{path}: two inputs would both write {folder / name}")
+        seen.add(name)
+        out.append((path, None if args.format == "null" else str(folder / name)))
+    return out
+
+
+def decode_one(args: argparse.Namespace, path: str, output: str | None) -> tuple[int, str]:
+    """``cstrace decode`` of one input with the options of ``args``, written to ``output``
+    (a Dask task, say): the exit status and what it printed on stderr."""
+    one = argparse.Namespace(**vars(args))
+    one.snapshot, one.output, one.dask = path, output, None
+    err = io.StringIO()
+    try:
+        status = decode_command(one, err)
+    except CstraceError as exc:
+        print(f"cstrace: error: {exc}", file=err)
+        status = 2
+    return status, err.getvalue()
+
+
+def _decode_many(args: argparse.Namespace, err: TextIO) -> int:
+    """``cstrace decode`` of several inputs (or with ``--dask``): one output per input."""
+    work = _outputs_per_input(args)
+    status = 0
+    if args.dask:
+        from cstrace.fleet import map_on_dask
+
+        # Workers run one input each, serially: the cluster is the parallelism (and a Dask
+        # worker's daemonic process may not start a pool of its own).
+        args.jobs = 1
+        results = map_on_dask(args.dask, decode_one, [(args, p, o) for p, o in work], "decode")
+        for (path, _), (worker, (code, text)) in zip(work, results, strict=True):
+            err.write(text)
+            print(f"cstrace: note: {path}: decoded on {worker}", file=err)
+            status = max(status, code)
+        return status
+    for path, output in work:
+        code, text = decode_one(args, path, output)
+        err.write(text)
+        status = max(status, code)
+    return status
+
+
+def decode_command(args: argparse.Namespace, err: TextIO) -> int:
+    """``cstrace decode SNAPSHOT...``: decode and write elements, listings or rows."""
+    if isinstance(args.snapshot, list):
+        if len(args.snapshot) > 1 or args.dask:
+            return _decode_many(args, err)
+        args.snapshot = args.snapshot[0]
+    if args.format == "parquet" and not args.output:
+        raise CstraceError("--format parquet writes a file: give it with -o FILE")
+    trace = open_from_args(args)
+    errors: list[Issue] = []
+    counter = None if args.no_summary else LossCounter()
+    if args.format == "parquet":
+        from cstrace.parquet import ParquetSink
+
+        try:
+            sink = ParquetSink(args.output)
+        except OSError as exc:
+            print(f"cstrace: error: {args.output}: {exc.strerror or exc}", file=err)
+            return 2
+        with sink:
+            for _ in _lines(trace, args, err, errors, counter, sink):
+                pass
+    elif args.format == "null":
+        for _ in _lines(trace, args, err, errors, counter):
+            pass
+    else:
+        prepared = _prepare(trace, args, counter is not None)
+        lines = _lines(trace, args, err, errors, counter, prepared=prepared)
+        # In parallel, the runs come as large pieces: each is written at once.
+        write = _write if prepared.pool is None else _write_now
+        if args.output:
+            try:
+                out_file = open(args.output, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+            except OSError as exc:
+                print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
+                return 2
+            with out_file:
+                write(lines, out_file)
+        else:
+            stdout = sys.stdout
+            if isinstance(stdout, io.TextIOWrapper):
+                stdout.reconfigure(newline="\n")
+            write(lines, stdout)
+            stdout.flush()
+    if counter is not None and args.format != "jsonl":
+        _summary(counter, err)
     return 2 if errors else 0
 
 
@@ -1053,31 +1748,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return profile_command(args, err)
         if args.command == "view":
             return view_command(args, err)
+        if args.command == "timeline":
+            return timeline_command(args, err)
+        if args.command == "query":
+            return query_command(args, err)
         if args.command == "disasm":
             return disasm_command(args, err)
         if args.command == "coverage":
             return coverage_command(args, err)
         if args.command == "decode":
-            trace = open_from_args(args)
-            errors: list[Issue] = []
-            counter = None if args.no_summary else LossCounter()
-            if args.output:
-                try:
-                    out_file = open(args.output, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
-                except OSError as exc:
-                    print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
-                    return 2
-                with out_file:
-                    _write(_lines(trace, args, err, errors, counter), out_file)
-            else:
-                stdout = sys.stdout
-                if isinstance(stdout, io.TextIOWrapper):
-                    stdout.reconfigure(newline="\n")
-                _write(_lines(trace, args, err, errors, counter), stdout)
-                stdout.flush()
-            if counter is not None and args.format != "jsonl":
-                _summary(counter, err)
-            return 2 if errors else 0
+            return decode_command(args, err)
         return 0
     except CstraceError as exc:
         print(f"cstrace: error: {exc}", file=err)

@@ -204,6 +204,18 @@ class Session:
             configured.append((source, proto, config, int(config.trace_id)))
         return configured
 
+    def run_ids(self, buffer: Buffer) -> list[int]:
+        """The trace IDs of the runs :meth:`open_buffer` would make for ``buffer``, in order.
+
+        Configures the buffer's sources only: nothing is read, demultiplexed or
+        built. Issues met on the way are not kept (ask a throwaway session: the
+        first notice of a protocol not decoded is reported once per session).
+        """
+        sources = self.trace.sources_for(buffer)
+        if buffer.format in SINGLE_SOURCE_FORMATS:
+            sources = sources[:1]
+        return [tid for _, _, _, tid in self._configure(buffer, sources, [], [])]
+
     def open_buffer(self, buffer: Buffer) -> BufferDecode:
         """Demultiplex ``buffer`` and prepare a run for each source it holds.
 

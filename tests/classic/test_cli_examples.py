@@ -56,10 +56,16 @@ def test_program_examples_decode(name: str, tmp_path: Path) -> None:
 
 
 def test_dcc_example(tmp_path: Path) -> None:
+    # The ASCII debug message is one string; its bytes stay available.
     sw = [e for e in _jsonl("dcc", tmp_path) if e["type"] == "SWTRACE"]
-    text = bytes(int(e["payload"]) for e in sw if e["master"] == 1 and e["channel"] == 0)  # type: ignore[call-overload]
-    assert text == b"hello from the target"
+    ascii_ = [e for e in sw if e["master"] == 1 and e["channel"] == 0]
+    assert [e["text"] for e in ascii_] == ["hello from the target"]
+    assert bytes(ascii_[0]["payloads"]) == b"hello from the target"  # type: ignore[call-overload]
     assert [e["payload"] for e in sw if e["master"] == 0] == [1, 2]
+    # --no-strings: one object per byte, as decoded.
+    raw = [e for e in _jsonl("dcc", tmp_path, "--no-strings") if e["type"] == "SWTRACE"]
+    text = bytes(int(e["payload"]) for e in raw if e["master"] == 1 and e["channel"] == 0)  # type: ignore[call-overload]
+    assert text == b"hello from the target"
 
 
 def test_etmcr_option_overrides_the_register(

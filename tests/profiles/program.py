@@ -42,6 +42,8 @@ REGISTERS = {
     "TRCIDR8": 0x0,
 }
 """An ETMv4.0 unit: 64-bit addresses, no context ID, no speculation, no cycle counts."""
+TIMED_REGISTERS = {**REGISTERS, "TRCCONFIGR": 0x800}
+"""The same unit with timestamps on (TRCCONFIGR.TS), for :func:`timed_capture`."""
 
 SOURCE = r"""
 static volatile int sink;
@@ -159,8 +161,13 @@ def run(exe: Path, elf: ElfImage, symbols: dict[str, int]) -> list[int]:
     return executed
 
 
-def etmv4_trace(elf: ElfImage, executed: list[int]) -> bytes:
-    """The ETMv4 trace of the run: sync, trace on, the start address, then the waypoints."""
+def etmv4_trace(elf: ElfImage, executed: list[int], timestamps: bool = False) -> bytes:
+    """The ETMv4 trace of the run: sync, trace on, the start address, then the waypoints.
+
+    With ``timestamps``, a timestamp follows every waypoint: the number of
+    instructions executed up to and including the waypoint's branch (a clock
+    that ticks once per instruction, for :data:`TIMED_REGISTERS`).
+    """
     code = b"".join(s.data for s in elf.segments)
     first = elf.segments[0].address
     opts = IsaOptions()
@@ -168,7 +175,7 @@ def etmv4_trace(elf: ElfImage, executed: list[int]) -> bytes:
     out = bytearray(enc.a_sync() + enc.trace_info(0) + enc.trace_on())
     out += enc.address_context(executed[0], el=0, sf=True, ns=True)
     addresses.history = [(executed[0], 0), *addresses.history[:2]]
-    for pc, nxt in itertools.pairwise(executed):
+    for index, (pc, nxt) in enumerate(itertools.pairwise(executed)):
         off = pc - BASE - first
         info = decode(Isa.A64, pc, int.from_bytes(code[off : off + 4], "little"), opts)
         if info.itype == InstrType.OTHER:
@@ -177,4 +184,14 @@ def etmv4_trace(elf: ElfImage, executed: list[int]) -> bytes:
         out += enc.atom("E" if taken else "N")
         if taken and info.itype == InstrType.BR_INDIRECT:
             out += addresses.encode(nxt)
+        if timestamps:
+            out += enc.timestamp(index + 1)
     return bytes(out)
+
+
+def timed_capture(program: Program, path: Path) -> Path:
+    """Write to ``path`` the program's trace with a timestamp after every waypoint (for
+    :data:`TIMED_REGISTERS`); returns ``path``."""
+    trace = etmv4_trace(program.elf, program.executed, timestamps=True)
+    path.write_bytes(format_frames([(TRACE_ID, trace)]))
+    return path

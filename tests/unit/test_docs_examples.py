@@ -64,6 +64,9 @@ USER_DOCS = (
     "performance.md",
     "disasm.md",
     "coverage.md",
+    "profiles-functions.md",
+    "timeline.md",
+    "query.md",
 )
 
 

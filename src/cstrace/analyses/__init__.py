@@ -17,10 +17,15 @@ output: typed results (dataclasses). Nothing here prints: text is made by
   from the decoded instruction ranges, and their text (capstone).
 - :mod:`cstrace.analyses.coverage`: instruction, line, function and branch
   coverage (written by :mod:`cstrace.render.coverage`).
+- :mod:`cstrace.analyses.calls`: call stacks followed through calls,
+  returns, exceptions and trace gaps; per-function and per-exception counts
+  and times, call arcs and collapsed stacks (written by
+  :mod:`cstrace.render.calls`).
 """
 
 from __future__ import annotations
 
+from cstrace.analyses.calls import CallProfile, CallTracker, call_profile
 from cstrace.analyses.coverage import (
     BranchCoverage,
     Coverage,
@@ -66,6 +71,8 @@ __all__ = [
     "BranchCoverage",
     "BranchSample",
     "BranchSampler",
+    "CallProfile",
+    "CallTracker",
     "Coverage",
     "CoverageCounter",
     "Disassembler",
@@ -86,6 +93,7 @@ __all__ = [
     "SourceLine",
     "SourceLoss",
     "Symbols",
+    "call_profile",
     "coverage_of_trace",
     "image_resolver",
     "iter_executed",

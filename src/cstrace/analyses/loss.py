@@ -755,6 +755,17 @@ class _CountedRun(SourceRun):
         return tally.count_elements(super().elements(packets))
 
 
+@dataclass(frozen=True, slots=True)
+class _Counted:
+    """The counts of a run, counted elsewhere."""
+
+    loss: SourceLoss
+
+    def result(self) -> SourceLoss:
+        """The counts."""
+        return self.loss
+
+
 class LossCounter:
     """Counts what the runs it watches give and lose; :meth:`report` says what it found.
 
@@ -763,7 +774,7 @@ class LossCounter:
 
     def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
         self.limit = limit
-        self._tallies: list[_Tally] = []
+        self._tallies: list[_Tally | _Counted] = []
         self._not_decoded: list[NotDecoded] = []
         self._issues: list[Issue] = []
 
@@ -772,6 +783,10 @@ class LossCounter:
         tally = _Tally(run, self.limit)
         self._tallies.append(tally)
         return _CountedRun(**run.run_fields(), tally=tally)
+
+    def add_result(self, loss: SourceLoss) -> None:
+        """Record the counts of a run counted elsewhere (a worker process's own counter)."""
+        self._tallies.append(_Counted(loss))
 
     def not_decoded(self, entry: NotDecoded) -> None:
         """Record a source or trace ID that was not decoded."""

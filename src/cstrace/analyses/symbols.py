@@ -302,11 +302,15 @@ def _file_names(program: Any, comp_dir: str) -> list[str]:
         raw = entry.name
         name = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
         index = int(entry.dir_index)
+        # Directory 0 is the compilation directory (DWARF 5 lists it, DWARF 4
+        # implies it); the others are absolute or relative to it.
         if version >= 5:
-            folder = dirs[index] if 0 <= index < len(dirs) else comp_dir
+            base = dirs[0] if dirs else comp_dir
+            folder = dirs[index] if 0 < index < len(dirs) else ""
         else:
-            folder = comp_dir if index == 0 else (dirs[index - 1] if index <= len(dirs) else "")
-        out.append(posixpath.normpath(posixpath.join(comp_dir, folder, name)))
+            base = comp_dir
+            folder = dirs[index - 1] if 0 < index <= len(dirs) else ""
+        out.append(posixpath.normpath(posixpath.join(base, folder, name)))
     return out
 
 

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
+from cstrace.analyses.swtext import TextMessage, quote_text
 from cstrace.elements import (
     AddrNacc,
     AddrUnknown,
@@ -65,6 +66,8 @@ __all__ = [
     "element_details",
     "element_fields",
     "json_line",
+    "message_json",
+    "message_line",
     "text_line",
 ]
 
@@ -276,6 +279,60 @@ def text_line(trace_id: int, elem: Element, context: ExecContext | None = None) 
         f"{elem.offset:>10} {trace_id:>4x} {who}  {elem.TYPE.name:<16} "
         f"{element_details(elem)}".rstrip()
     )
+
+
+def message_details(msg: TextMessage) -> str:
+    """The readable details of a software-trace string: who wrote it, the text, how many
+    bytes, and the last write's marker and timestamp."""
+    last = msg.last
+    if isinstance(last, SWTrace):
+        parts = [f"master 0x{msg.master:x} channel 0x{msg.channel:04x}"]
+    else:
+        parts = [f"stimulus port {msg.channel}"]
+    parts.append(f"text {quote_text(msg.text)}")
+    parts.append(f"{len(msg.elements)} bytes")
+    if isinstance(last, SWTrace) and last.marker:
+        parts.append("marker")
+    if last.timestamp is not None:
+        parts.append(f"ts 0x{last.timestamp:x}")
+    return "  ".join(parts)
+
+
+def message_line(trace_id: int, msg: TextMessage, context: ExecContext | None = None) -> str:
+    """The text line of a software-trace string, at the index of its first byte and with the
+    element type of its writes (``SWTRACE`` or ``ITMTRACE``)."""
+    name = msg.last.TYPE.name
+    if context is None:
+        return f"{msg.offset:>10} {trace_id:>4x}  {name:<16} {message_details(msg)}"
+    who = f"{_num(context.cpu, 4)} {_num(context.pid, 7)} {_num(context.tid, 7)}"
+    return f"{msg.offset:>10} {trace_id:>4x} {who}  {name:<16} {message_details(msg)}"
+
+
+def message_json(
+    trace_id: int,
+    msg: TextMessage,
+    buffer: str | None = None,
+    context: ExecContext | None = None,
+) -> str:
+    """One JSON object for a software-trace string: the fields of its last write (which hold
+    its marker and timestamp) with ``text``, the byte values (``payloads``) and each byte's
+    capture index (``offsets``) in place of the one ``payload`` or ``value``; ``idx`` is the
+    first byte's."""
+    obj: dict[str, Any] = {"idx": msg.offset, "id": trace_id}
+    if buffer is not None:
+        obj["buffer"] = buffer
+    if context is not None:
+        obj["cpu"] = context.cpu
+        obj["pid"] = context.pid
+        obj["tid"] = context.tid
+    obj["type"] = msg.last.TYPE.name
+    for k, v in element_fields(msg.last).items():
+        if k not in ("payload", "value"):
+            obj[k] = _json_value(v)
+    obj["text"] = msg.text
+    obj["payloads"] = msg.payloads
+    obj["offsets"] = msg.offsets
+    return json.dumps(obj, separators=(",", ":"))
 
 
 def element_fields(elem: Element) -> dict[str, Any]:
