@@ -27,7 +27,14 @@ PKG = SRC / "cstrace"
 
 CORE = ("cstrace.protocols", "cstrace.memory", "cstrace.capture", "cstrace.isa")
 CONTAINERS = ("cstrace.inputs",)
-ABOVE_CORE = ("cstrace.decode", "cstrace.api", "cstrace.cli", "cstrace.render", "cstrace.analyses")
+ABOVE_CORE = (
+    "cstrace.decode",
+    "cstrace.api",
+    "cstrace.cli",
+    "cstrace.render",
+    "cstrace.analyses",
+    "cstrace.viewer",
+)
 
 
 def module_name(path: Path) -> str:

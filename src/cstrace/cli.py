@@ -548,11 +548,91 @@ def _build_parser() -> argparse.ArgumentParser:
         "the profiles here (not with perf-script)",
     )
     add_input_options(prof)
+
+    view = sub.add_parser(
+        "view",
+        help="browse a trace in a web page: instructions, source, data and time",
+        description=(
+            "Decode the input once and serve a page (on 127.0.0.1) that lists every executed "
+            "instruction with its function and source line, and shows the source, the "
+            "function's disassembly, the data and software messages near the selected point, "
+            "a timeline and what the trace lost. Give program images with --image for "
+            "function names and source lines. Stop with Ctrl-C."
+        ),
+    )
+    view.add_argument(
+        "snapshot", metavar="INPUT", help="snapshot, package, raw capture or perf.data"
+    )
+    view.add_argument(
+        "--port",
+        type=int,
+        default=8040,
+        metavar="N",
+        help="port to serve on (0: any; default 8040)",
+    )
+    view.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
+    )
+    view.add_argument(
+        "--no-open", action="store_true", help="do not open the page in a web browser"
+    )
+    add_input_options(view)
     _add_timeline_parser(sub)
     _add_query_parser(sub)
     _add_disasm_parser(sub)
     _add_coverage_parser(sub)
     return parser
+
+
+def view_command(args: argparse.Namespace, err: TextIO) -> int:
+    """``cstrace view INPUT``: decode once, then serve the viewer page until interrupted."""
+    import contextlib
+    import importlib.util
+    import threading
+    import time
+
+    from cstrace.viewer import TraceStore, make_server
+
+    missing = [m for m in ("duckdb", "pyarrow") if importlib.util.find_spec(m) is None]
+    if missing:
+        print(
+            f"cstrace: error: cstrace view needs {' and '.join(missing)}: "
+            "pip install 'cstrace[view]'",
+            file=err,
+        )
+        return 2
+    trace = open_from_args(args)
+    _warn(trace.issues, err)
+    began = time.perf_counter()
+    store = TraceStore.build(
+        trace,
+        name=str(args.snapshot),
+        images=list(args.image or []),
+        progress=lambda what: print(f"cstrace: {what}", file=err, flush=True),
+    )
+    _warn(store.issues, err)
+    print(
+        f"cstrace: decoded {len(store.batch)} elements ({store.total_rows} rows) in "
+        f"{time.perf_counter() - began:.2f} s",
+        file=err,
+        flush=True,
+    )
+    try:
+        server = make_server(store, args.host, args.port)
+    except OSError as exc:
+        print(f"cstrace: error: cannot serve on {args.host}:{args.port}: {exc.strerror}", file=err)
+        return 2
+    print(f"cstrace view: serving {server.url} (Ctrl-C to stop)", flush=True)
+    # The first text search and the timeline need every executed instruction: made now.
+    threading.Thread(target=store.warm, daemon=True).start()
+    if not args.no_open:
+        import webbrowser
+
+        webbrowser.open(server.url)
+    # Ctrl-C is how the viewer is stopped: not an interruption.
+    with server, contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever()
+    return 0
 
 
 def _add_query_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -1667,6 +1747,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return info_command(args)
         if args.command == "profile":
             return profile_command(args, err)
+        if args.command == "view":
+            return view_command(args, err)
         if args.command == "timeline":
             return timeline_command(args, err)
         if args.command == "query":
