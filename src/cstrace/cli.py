@@ -1561,6 +1561,8 @@ def _disasm_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) ->
             yield f"# source {run.source.name} ({run.protocol.name}), trace ID {run.trace_id:#x}"
             yield from disasm_lines(walk_run(session, run), symbols, disassembler, options)
             _warn(session.new_issues(), err)
+    if args.source:
+        _note_missing_sources(symbols, err)
 
 
 def disasm_command(args: argparse.Namespace, err: TextIO) -> int:
@@ -1585,6 +1587,19 @@ def disasm_command(args: argparse.Namespace, err: TextIO) -> int:
         _write(lines, stdout)
         stdout.flush()
     return 2 if errors else 0
+
+
+def _note_missing_sources(symbols: Any, err: TextIO) -> None:
+    """One note naming the source files DWARF names that could not be read (not one per
+    line that needed them)."""
+    missing = symbols.missing_sources()
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        print(
+            f"cstrace: note: {len(missing)} source file(s) not found or unreadable "
+            f"({', '.join(missing[:3])}{more}): their lines are shown without text",
+            file=err,
+        )
 
 
 def _coverage_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -> list[str]:
@@ -1631,7 +1646,9 @@ def _coverage_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) 
                 out.append(text)
             return out
 
-        return list(html_report(coverage, source, str(args.snapshot)))
+        page = list(html_report(coverage, source, str(args.snapshot)))
+        _note_missing_sources(symbols, err)
+        return page
     return list(text_lines(coverage))
 
 
