@@ -250,7 +250,7 @@ class _ElfFile:
 
         try:
             sec = ELFFile(io.BytesIO(self._data)).get_section_by_name(section)
-        except Exception:  # noqa: BLE001 - the offset is only a help in the message
+        except Exception:  # the offset is only a help in the message
             return None
         return None if sec is None else int(sec["sh_offset"]) + offset
 
