@@ -442,8 +442,19 @@ def _placer(anchors: list[tuple[int, int]]) -> _Place:
     for pos, value in anchors:
         last[pos] = value
     xs = np.array(sorted(last), dtype=np.float64)
-    ys = np.maximum.accumulate(np.array([last[int(x)] for x in xs], dtype=np.float64))
+    values = [last[int(x)] for x in xs]
+    if max(values) >= _BIG_TIME:
+        # Times past 2**62 (a timestamp with its top bits set) do not fit Perfetto's
+        # signed 64-bit times: they are counted from the first one instead.
+        origin = min(values)
+        values = [v - origin for v in values]
+    ys = np.maximum.accumulate(np.array(values, dtype=np.float64))
     return _Place(xs, ys)
+
+
+_BIG_TIME = 1 << 62
+_LAST_TIME = float(np.nextafter(np.float64(2.0**63), 0.0))
+"""The greatest float64 below 2**63: times are clipped to it so they fit an int64."""
 
 
 class _Place:
@@ -466,7 +477,7 @@ class _Place:
             t = np.interp(p, xs, ys)
             t = np.where(p < xs[0], ys[0] + (p - xs[0]) * rate, t)
             t = np.where(p > xs[-1], ys[-1] + (p - xs[-1]) * rate, t)
-        out: Ints = np.maximum(np.rint(t), 0).astype(np.int64)
+        out: Ints = np.clip(np.rint(t), 0.0, _LAST_TIME).astype(np.int64)
         return out
 
 
