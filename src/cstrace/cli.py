@@ -1672,12 +1672,27 @@ def coverage_command(args: argparse.Namespace, err: TextIO) -> int:
     return 2 if errors else 0
 
 
+def _check_output_path(output: str | None) -> None:
+    """A located error, before any input is decoded, when ``-o FILE`` cannot be made: its
+    folder is missing, or FILE is a folder (the file itself is opened after decoding)."""
+    if not output or output == "-":
+        return
+    path = Path(output)
+    if path.is_dir():
+        raise CstraceError("the output is a folder, not a file", path=output)
+    folder = path.parent
+    if not folder.is_dir():
+        raise CstraceError(f"no folder {str(folder)!r} to write the output in", path=output)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = _build_parser()
     args = parser.parse_args(argv)
     err = sys.stderr
     try:
+        if args.command in ("profile", "timeline", "query", "disasm", "coverage"):
+            _check_output_path(args.output)
         if args.command == "package":
             return package_command(args, err)
         if args.command == "info":

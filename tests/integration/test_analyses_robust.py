@@ -375,6 +375,8 @@ def test_output_into_a_missing_folder(built: prog.Program, name: str, tmp_path: 
     assert code == 2
     one_error(err, str(target))
     assert not target.parent.exists()
+    # said before decoding: nothing else on stderr (no decode notes, no summary)
+    assert len(err.splitlines()) == 1, err
 
 
 def test_timeline_to_a_folder(built: prog.Program, tmp_path: Path) -> None:
