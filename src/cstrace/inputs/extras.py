@@ -82,7 +82,8 @@ def add_extras(trace: Trace, extras: Extras) -> Trace:
         name, base = split_at(text, "image")
         blob = PathBlob(name)
         if not blob.exists():
-            raise SnapshotError("image file not found", path=name)
+            what = "a folder, not an image file" if Path(name).is_dir() else "image file not found"
+            raise SnapshotError(what, path=name)
         _check_machine(name)
         images.append(Image(blob, Path(name).name, base, origin=_CLI))
     dumps = list(trace.dumps)
