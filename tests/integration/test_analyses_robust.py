@@ -355,6 +355,20 @@ def test_bad_sql(built: prog.Program, tmp_path: Path) -> None:
     one_error(err, "query", "syntax error")
 
 
+@pytest.mark.parametrize("sql", ["", " ; "])
+def test_empty_sql(built: prog.Program, sql: str) -> None:
+    code, _, err = run("query", *raw_args(built, built.path), sql)
+    assert code == 2
+    one_error(err, "no SQL")
+
+
+@pytest.mark.parametrize("name", ["disasm", "timeline"])
+def test_image_is_a_folder(built: prog.Program, name: str, tmp_path: Path) -> None:
+    code, _, err = run(*command(name, built, tmp_path, tmp_path))
+    assert code == 2
+    one_error(err, str(tmp_path), "folder")
+
+
 def test_unknown_table(built: prog.Program, tmp_path: Path) -> None:
     code, _, err = run("query", *raw_args(built, built.path), "select * from nosuchtable")
     assert code == 2
