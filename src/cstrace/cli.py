@@ -1641,6 +1641,8 @@ def _disasm_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) ->
             yield f"# source {run.source.name} ({run.protocol.name}), trace ID {run.trace_id:#x}"
             yield from disasm_lines(walk_run(session, run), symbols, disassembler, options)
             _warn(session.new_issues(), err)
+    if args.source:
+        _note_missing_sources(symbols, err)
 
 
 def disasm_command(args: argparse.Namespace, err: TextIO) -> int:
@@ -1665,6 +1667,19 @@ def disasm_command(args: argparse.Namespace, err: TextIO) -> int:
         _write(lines, stdout)
         stdout.flush()
     return 2 if errors else 0
+
+
+def _note_missing_sources(symbols: Any, err: TextIO) -> None:
+    """One note naming the source files DWARF names that could not be read (not one per
+    line that needed them)."""
+    missing = symbols.missing_sources()
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        print(
+            f"cstrace: note: {len(missing)} source file(s) not found or unreadable "
+            f"({', '.join(missing[:3])}{more}): their lines are shown without text",
+            file=err,
+        )
 
 
 def _coverage_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -> list[str]:
@@ -1711,7 +1726,9 @@ def _coverage_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) 
                 out.append(text)
             return out
 
-        return list(html_report(coverage, source, str(args.snapshot)))
+        page = list(html_report(coverage, source, str(args.snapshot)))
+        _note_missing_sources(symbols, err)
+        return page
     return list(text_lines(coverage))
 
 
@@ -1735,12 +1752,27 @@ def coverage_command(args: argparse.Namespace, err: TextIO) -> int:
     return 2 if errors else 0
 
 
+def _check_output_path(output: str | None) -> None:
+    """A located error, before any input is decoded, when ``-o FILE`` cannot be made: its
+    folder is missing, or FILE is a folder (the file itself is opened after decoding)."""
+    if not output or output == "-":
+        return
+    path = Path(output)
+    if path.is_dir():
+        raise CstraceError("the output is a folder, not a file", path=output)
+    folder = path.parent
+    if not folder.is_dir():
+        raise CstraceError(f"no folder {str(folder)!r} to write the output in", path=output)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = _build_parser()
     args = parser.parse_args(argv)
     err = sys.stderr
     try:
+        if args.command in ("profile", "timeline", "query", "disasm", "coverage"):
+            _check_output_path(args.output)
         if args.command == "package":
             return package_command(args, err)
         if args.command == "info":

@@ -313,8 +313,12 @@ class QueryResult:
 def run_query(con: Any, sql: str) -> QueryResult:
     """Run ``sql`` on ``con``; an SQL error is a :class:`CstraceError` with DuckDB's message."""
     duckdb, _ = _modules()
+    if not sql.strip().strip(";").strip():
+        raise CstraceError("query: no SQL statement given")
     try:
         rel = con.execute(sql)
+        if rel is None:  # nothing DuckDB runs (a comment only)
+            return QueryResult((), [])
         rows = rel.fetchall()
         columns = tuple(d[0] for d in rel.description or ())
     except duckdb.Error as exc:

@@ -175,6 +175,8 @@ class _ElfFile:
                 f"malformed ELF file ({type(exc).__name__}: {exc})", path=name
             ) from None
         self._lines: _Lines | None = None
+        self._lines_error: SnapshotError | None = None
+        """Why the line table could not be read (given again to every later ask)."""
 
     def _read_symbols(self, elf: Any) -> tuple[list[_Sym], list[tuple[int, Isa | None]]]:
         from elftools.elf.sections import SymbolTableSection
@@ -223,26 +225,50 @@ class _ElfFile:
 
     def lines(self) -> _Lines:
         """The line table, read from DWARF the first time it is asked for."""
+        if self._lines_error is not None:
+            raise self._lines_error
         if self._lines is None:
             self._lines = _Lines()
             if self.has_dwarf:
+                where: list[tuple[str, int]] = []
                 try:
-                    self._read_lines(self._lines)
-                except Exception as exc:  # damaged DWARF: no lines rather than no trace
-                    raise SnapshotError(
-                        f"malformed DWARF ({type(exc).__name__}: {exc})", path=self.name
-                    ) from None
+                    self._read_lines(self._lines, where)
+                except Exception as exc:  # pyelftools raises many kinds of errors on bad DWARF
+                    section, offset = where[-1] if where else (".debug_info", 0)
+                    self._lines_error = SnapshotError(
+                        f"malformed DWARF in {section} at its offset {offset:#x} "
+                        f"({type(exc).__name__}: {exc}); no source lines can be given",
+                        path=self.name,
+                        offset=self._file_offset(section, offset),
+                    )
+                    raise self._lines_error from None
         return self._lines
 
-    def _read_lines(self, out: _Lines) -> None:
+    def _file_offset(self, section: str, offset: int) -> int | None:
+        """The file offset of ``offset`` in ``section``, or None when it cannot be found."""
+        from elftools.elf.elffile import ELFFile
+
+        try:
+            sec = ELFFile(io.BytesIO(self._data)).get_section_by_name(section)
+        except Exception:  # the offset is only a help in the message
+            return None
+        return None if sec is None else int(sec["sh_offset"]) + offset
+
+    def _read_lines(self, out: _Lines, where: list[tuple[str, int]]) -> None:
+        """Fill ``out``; ``where`` gets the section and offset being read, for messages."""
         from elftools.elf.elffile import ELFFile
 
         elf = ELFFile(io.BytesIO(self._data))
         dwarf = elf.get_dwarf_info()
         rows: list[tuple[int, int, SourceLine]] = []
+        where.append((".debug_info", 0))
         for cu in dwarf.iter_CUs():
+            where.append((".debug_info", int(cu.cu_offset)))
             top = cu.get_top_DIE()
             comp_dir = _text(top.attributes.get("DW_AT_comp_dir"))
+            stmt = top.attributes.get("DW_AT_stmt_list")
+            if stmt is not None:
+                where.append((".debug_line", int(stmt.value)))
             program = dwarf.line_program_for_CU(cu)
             if program is None:
                 continue
@@ -259,6 +285,7 @@ class _ElfFile:
                         line = SourceLine(files[index], prev.line)
                         rows.append((prev.address, state.address, line))
                 prev = None if state.end_sequence else state
+            where.append((".debug_info", int(cu.cu_offset)))
             for die in cu.iter_DIEs():
                 if die.tag != "DW_TAG_subprogram":
                     continue
@@ -354,6 +381,7 @@ class Symbols:
         self._fstarts: list[int] = []
         self._funcs: list[Function] = []
         self._lines_ready = False
+        self._lines_error: CstraceError | None = None
         self._lstarts: list[int] = []
         self._lends: list[int] = []
         self._llines: list[SourceLine] = []
@@ -399,6 +427,7 @@ class Symbols:
     def _invalidate(self) -> None:
         self._dirty = True
         self._lines_ready = False
+        self._lines_error = None
         self._fcache.clear()
         self._lcache.clear()
         self._known_files = None
@@ -561,13 +590,22 @@ class Symbols:
         return got
 
     def _build_lines_quietly(self) -> None:
-        """Function declarations need DWARF; a damaged one leaves functions without them."""
+        """Function declarations need DWARF; a damaged one leaves functions without them
+        (and the source-line lookups give its error)."""
         try:
             self._build_lines()
-        except CstraceError:
+        except CstraceError as exc:
             if self._dirty:
                 self._build()
             self._lines_ready = True
+            self._lines_error = exc
+
+    def _lines_or_error(self) -> None:
+        """Build the line tables; a damaged line table is an error for whoever needs lines."""
+        if not self._lines_ready:
+            self._build_lines()
+        if self._lines_error is not None:
+            raise self._lines_error
 
     def line(self, address: int, context_id: int | None = None) -> SourceLine | None:
         """The source line of the line-table row covering ``address``, or None."""
@@ -575,8 +613,7 @@ class Symbols:
         key = address if context_id is None else (context_id << 64) | address
         if key in cache:
             return cache[key]
-        if not self._lines_ready:
-            self._build_lines()
+        self._lines_or_error()
         i = bisect.bisect_right(self._lstarts, address) - 1
         got: SourceLine | None = None
         if i >= 0 and address < self._lends[i]:
@@ -656,8 +693,7 @@ class Symbols:
 
     def line_table(self) -> Mapping[SourceLine, Sequence[int]]:
         """Every source line that has code, with the run-time addresses of its rows."""
-        if not self._lines_ready:
-            self._build_lines()
+        self._lines_or_error()
         if self._table is None:
             out: dict[SourceLine, list[int]] = {}
             for start, line in zip(self._lstarts, self._llines, strict=True):
@@ -668,8 +704,7 @@ class Symbols:
     def line_ranges(self) -> Mapping[SourceLine, Sequence[tuple[int, int]]]:
         """Every source line that has code, with the ``[start, end)`` address ranges of its
         rows."""
-        if not self._lines_ready:
-            self._build_lines()
+        self._lines_or_error()
         if self._ranges is None:
             out: dict[SourceLine, list[tuple[int, int]]] = {}
             for start, end, line in zip(self._lstarts, self._lends, self._llines, strict=True):
@@ -686,8 +721,7 @@ class Symbols:
         lines = self._scache.get(file)
         if file not in self._scache:
             if self._known_files is None:
-                if not self._lines_ready:
-                    self._build_lines()
+                self._lines_or_error()
                 known: dict[str, str] = {}
                 for placed in self._placed:
                     folder = os.path.dirname(placed.elf.name)
@@ -703,3 +737,9 @@ class Symbols:
         if lines is None or not 1 <= line <= len(lines):
             return None
         return lines[line - 1]
+
+    def missing_sources(self) -> list[str]:
+        """The source files :meth:`source` was asked for that DWARF names but that could not
+        be read (missing, unreadable or too big), sorted."""
+        known = self._known_files or {}
+        return sorted(f for f, lines in self._scache.items() if lines is None and f in known)

@@ -31,7 +31,8 @@ the track says which (``Track.clock``):
   timestamps).
 
 Sources on the ``timestamps`` clock of one trace share its time base; the
-others each start at 0.
+others each start at 0. Timestamps past 2**62 (their top bits set) would not fit
+Perfetto's signed 64-bit times: then all of them are counted from the first.
 """
 
 from __future__ import annotations
@@ -351,24 +352,29 @@ class TimelineBuilder:
     def timeline(self) -> Timeline:
         """Every source's events on its clock (see the module doc)."""
         out = Timeline()
+        # Timestamps past 2**62 (top bits set) do not fit Perfetto's signed 64-bit times:
+        # then every source's are counted from the first of them all.
+        stamps = [a[2] for src in self._sources.values() for a in src.timestamps]
+        origin = min(stamps) if stamps and max(stamps) >= _BIG_TIME else 0
         for src in self._sources.values():
-            self._place(src, out)
+            self._place(src, out, origin)
         return out
 
-    def _place(self, src: _Source, out: Timeline) -> None:
+    def _place(self, src: _Source, out: Timeline, origin: int = 0) -> None:
         calls = self._calls
         tid = src.trace_id
         closed = [*calls.closed.get(tid, []), *calls.still_open(tid)]
         instructions = calls.position(tid)
         by_instr = instructions > 0
         axis = 0 if by_instr else 1  # which position the events are placed by
+        base = 0
         if len({a[2] for a in src.timestamps}) > 1:
-            clock, anchors = "timestamps", src.timestamps
+            clock, anchors, base = "timestamps", src.timestamps, origin
         elif src.cycles:
             clock, anchors = "cycles", src.cycles
         else:
             clock, anchors = ("instructions" if by_instr else "elements"), []
-        place = _placer([(a[axis], a[2]) for a in anchors])
+        place = _placer([(a[axis], a[2] - base) for a in anchors])
         unit = {
             "timestamps": "1 ns = 1 timestamp tick, spread between timestamps by "
             + ("instruction count" if by_instr else "element order"),
@@ -442,8 +448,14 @@ def _placer(anchors: list[tuple[int, int]]) -> _Place:
     for pos, value in anchors:
         last[pos] = value
     xs = np.array(sorted(last), dtype=np.float64)
-    ys = np.maximum.accumulate(np.array([last[int(x)] for x in xs], dtype=np.float64))
+    values = [last[int(x)] for x in xs]
+    ys = np.maximum.accumulate(np.array(values, dtype=np.float64))
     return _Place(xs, ys)
+
+
+_BIG_TIME = 1 << 62
+_LAST_TIME = float(np.nextafter(np.float64(2.0**63), 0.0))
+"""The greatest float64 below 2**63: times are clipped to it so they fit an int64."""
 
 
 class _Place:
@@ -466,7 +478,7 @@ class _Place:
             t = np.interp(p, xs, ys)
             t = np.where(p < xs[0], ys[0] + (p - xs[0]) * rate, t)
             t = np.where(p > xs[-1], ys[-1] + (p - xs[-1]) * rate, t)
-        out: Ints = np.maximum(np.rint(t), 0).astype(np.int64)
+        out: Ints = np.clip(np.rint(t), 0.0, _LAST_TIME).astype(np.int64)
         return out
 
 

@@ -46,6 +46,33 @@ def split_at(text: str, what: str) -> tuple[str, int | None]:
     return name, parse_int(addr, what=f"{what} address", path="command line", line=None)
 
 
+_ARM_MACHINES = ("EM_ARM", "EM_AARCH64")
+
+
+def _check_machine(name: str) -> None:
+    """A located error when the file at ``name`` is an ELF file for a machine other than
+    ARM or AArch64 (a host program given by mistake): its bytes are not code the traced
+    cores ran. Files that are not ELF, or whose header pyelftools cannot read, are left to
+    the image loader, which says what is wrong with them."""
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        with open(name, "rb") as f:
+            if f.read(4) != b"\x7fELF":
+                return
+            f.seek(0)
+            machine = str(ELFFile(f)["e_machine"])
+    except Exception:  # damaged headers: the loader says what is wrong
+        return
+    if machine not in _ARM_MACHINES:
+        raise SnapshotError(
+            f"ELF image for machine {machine}, not ARM or AArch64: "
+            "not a program of the traced cores",
+            path=name,
+            offset=0x12,  # e_machine
+        )
+
+
 def add_extras(trace: Trace, extras: Extras) -> Trace:
     """``trace`` with the images, memory and event log of ``extras`` added."""
     if not extras:
@@ -55,7 +82,9 @@ def add_extras(trace: Trace, extras: Extras) -> Trace:
         name, base = split_at(text, "image")
         blob = PathBlob(name)
         if not blob.exists():
-            raise SnapshotError("image file not found", path=name)
+            what = "a folder, not an image file" if Path(name).is_dir() else "image file not found"
+            raise SnapshotError(what, path=name)
+        _check_machine(name)
         images.append(Image(blob, Path(name).name, base, origin=_CLI))
     dumps = list(trace.dumps)
     for text in extras.memory:
