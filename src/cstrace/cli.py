@@ -1765,30 +1765,67 @@ def _check_output_path(output: str | None) -> None:
         raise CstraceError(f"no folder {str(folder)!r} to write the output in", path=output)
 
 
+_ANALYSES = ("profile", "timeline", "query", "disasm", "coverage")
+"""The commands that decode to answer a question rather than to list the elements."""
+
+
+def _analysis(args: argparse.Namespace, err: TextIO) -> int:
+    """Run an analysis command, counting what the trace lost while it decodes: corrupt
+    trace is resynchronised by the decoders and said here, after the results."""
+    from cstrace.decode import watching
+
+    commands = {
+        "profile": profile_command,
+        "timeline": timeline_command,
+        "query": query_command,
+        "disasm": disasm_command,
+        "coverage": coverage_command,
+    }
+    counter = LossCounter()
+    with watching(counter.watch):
+        status = commands[args.command](args, err)
+    _lost_note(counter.report(), err)
+    return status
+
+
+def _lost_note(report: LossReport, err: TextIO) -> None:
+    """What the trace lost (bad packets, resynchronisations, overflows, a source cut
+    short), per source, on ``err``; nothing when it lost nothing."""
+    from cstrace.render.loss import source_lines
+
+    seen: set[tuple[str, int]] = set()
+    for loss in report.sources:
+        lost = (
+            loss.bad_packets.count
+            or loss.resyncs.count
+            or loss.overflows.count
+            or loss.truncated.count
+        )
+        key = (loss.buffer, loss.trace_id)
+        if not lost or key in seen:
+            continue  # a source decoded twice (by two analyses of one command) is said once
+        seen.add(key)
+        lines = source_lines(loss)
+        print(f"cstrace: note: the trace lost data, left out of the results: {lines[0]}", file=err)
+        for line in lines[1:]:
+            print(f"cstrace: note: {line}", file=err)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = _build_parser()
     args = parser.parse_args(argv)
     err = sys.stderr
     try:
-        if args.command in ("profile", "timeline", "query", "disasm", "coverage"):
+        if args.command in _ANALYSES:
             _check_output_path(args.output)
+            return _analysis(args, err)
         if args.command == "package":
             return package_command(args, err)
         if args.command == "info":
             return info_command(args)
-        if args.command == "profile":
-            return profile_command(args, err)
         if args.command == "view":
             return view_command(args, err)
-        if args.command == "timeline":
-            return timeline_command(args, err)
-        if args.command == "query":
-            return query_command(args, err)
-        if args.command == "disasm":
-            return disasm_command(args, err)
-        if args.command == "coverage":
-            return coverage_command(args, err)
         if args.command == "decode":
             return decode_command(args, err)
         return 0

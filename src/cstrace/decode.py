@@ -19,7 +19,9 @@ hold :class:`~cstrace.errors.Issue` records; decoders put
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -34,7 +36,7 @@ from cstrace.memory.locate import ImageLocator
 from cstrace.protocols import DecodeContext, DecodeOptions, Packet, ProtocolSpec, get_protocol
 from cstrace.trace import Buffer, Source, Trace
 
-__all__ = ["LAZY_FORMATS", "BufferDecode", "Session", "SourceRun"]
+__all__ = ["LAZY_FORMATS", "BufferDecode", "RunWatch", "Session", "SourceRun", "watching"]
 
 LAZY_FORMATS = frozenset(("coresight", "source_data"))
 """Buffer formats decoded block by block (memory flat in the size of the capture)."""
@@ -98,6 +100,27 @@ class BufferDecode:
 
 def _merge(regs: dict[str, int], extra: dict[str, int] | None) -> dict[str, int]:
     return {**regs, **extra} if extra else regs
+
+
+RunWatch = Callable[[SourceRun], SourceRun]
+"""Something that follows a run as it is decoded: takes a run, gives the run to decode."""
+
+_WATCHERS: ContextVar[tuple[RunWatch, ...]] = ContextVar("cstrace_run_watchers", default=())
+
+
+@contextmanager
+def watching(watch: RunWatch) -> Iterator[None]:
+    """Within the block, every run a :class:`Session` opens is passed through ``watch``.
+
+    For code that decodes through analyses it does not control: the command line
+    counts what the trace lost (``LossCounter.watch``) while ``cstrace coverage``,
+    ``timeline`` or ``query`` decode, and reports it after them.
+    """
+    token = _WATCHERS.set((*_WATCHERS.get(), watch))
+    try:
+        yield
+    finally:
+        _WATCHERS.reset(token)
 
 
 class Session:
@@ -287,6 +310,8 @@ class Session:
                     context,
                 )
             )
+        for watch in _WATCHERS.get():
+            runs = [watch(run) for run in runs]
         issues = errors + notices
         self.issues.extend(i for i in issues if i not in self.issues)
         return BufferDecode(buffer, result, runs, issues)

@@ -399,3 +399,36 @@ def test_timeline_to_a_folder(built: prog.Program, tmp_path: Path) -> None:
     code, _, err = run(*args)
     assert code == 2
     one_error(err, str(tmp_path))
+
+
+@pytest.mark.parametrize("command", [["coverage", "--format", "text"], ["disasm"],
+                                     ["profile", "--format", "functions"], ["query",
+                                     "SELECT count(*) FROM elements"]])  # fmt: skip
+def test_corrupt_trace_is_reported_after_an_analysis(
+    corpus: Path, tmp_path: Path, command: list[str]
+) -> None:
+    """Bytes overwritten in the middle of an ETMv4 buffer (0x0A, not a packet header the
+    decoder takes): the analysis still answers (the decoder resynchronises) and says,
+    after its results, what the trace lost; the intact capture gives no such note."""
+    snap = tmp_path / "snap"
+    shutil.copytree(corpus / "snapshots" / "a57_single_step", snap)
+    buffer = snap / "CSTMC_TRACE_FIFO.bin"
+    buffer.chmod(0o644)
+    data = bytearray(buffer.read_bytes())
+    data[42:73] = b"\x0a" * 31
+    buffer.write_bytes(bytes(data))
+
+    def line(source: Path) -> list[str]:
+        # query takes its SQL after the input; the others take options before it.
+        return (
+            [command[0], str(source), *command[1:]]
+            if command[0] == "query"
+            else [*command, str(source)]
+        )
+
+    _, _, clean_err = run(*line(corpus / "snapshots" / "a57_single_step"))
+    assert "lost data" not in clean_err
+    code, _, err = run(*line(snap))
+    assert code == 0, err
+    assert "the trace lost data" in err
+    assert "trace ID 0x10" in err
