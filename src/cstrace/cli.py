@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import json
 import os
 import sys
@@ -1113,6 +1114,32 @@ def _summary(counter: LossCounter, err: TextIO) -> None:
         print(f"  {line}", file=err)
 
 
+def _emit(
+    lines: Iterator[str],
+    output: str | None,
+    err: TextIO,
+    write: Callable[[Iterator[str], TextIO], None] | None = None,
+) -> bool:
+    """Write ``lines`` to the file ``output``, or to standard output (``\\n`` line ends
+    either way); False, with the error said on ``err``, when the file cannot be made."""
+    write = write or _write
+    if output:
+        try:
+            out_file = open(output, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+        except OSError as exc:
+            print(f"cstrace: error: {output}: {exc.strerror}", file=err)
+            return False
+        with out_file:
+            write(lines, out_file)
+        return True
+    stdout = sys.stdout
+    if isinstance(stdout, io.TextIOWrapper):
+        stdout.reconfigure(newline="\n")
+    write(lines, stdout)
+    stdout.flush()
+    return True
+
+
 def _write(lines: Iterator[str], out: TextIO) -> None:
     batch: list[str] = []
     for line in lines:
@@ -1309,19 +1336,9 @@ def profile_command(args: argparse.Namespace, err: TextIO) -> int:
     lines = _profile_lines(args, err, errors)
     if args.output:
         # Count everything before creating the file: a failure leaves no half-written profile.
-        done = list(lines)
-        try:
-            with open(args.output, "w", encoding="utf-8", newline="\n") as out_file:
-                _write(iter(done), out_file)
-        except OSError as exc:
-            print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
-            return 2
-    else:
-        stdout = sys.stdout
-        if isinstance(stdout, io.TextIOWrapper):
-            stdout.reconfigure(newline="\n")
-        _write(lines, stdout)
-        stdout.flush()
+        lines = iter(list(lines))
+    if not _emit(lines, args.output, err):
+        return 2
     return 2 if errors else 0
 
 
@@ -1396,19 +1413,8 @@ def query_command(args: argparse.Namespace, err: TextIO) -> int:
     result = run_query(connect(tables), args.sql)
     writers = {"table": table_lines, "csv": csv_lines, "json": json_lines}
     lines = writers[args.format](result)
-    if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8", newline="\n") as out_file:
-                _write(lines, out_file)
-        except OSError as exc:
-            print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
-            return 2
-    else:
-        stdout = sys.stdout
-        if isinstance(stdout, io.TextIOWrapper):
-            stdout.reconfigure(newline="\n")
-        _write(lines, stdout)
-        stdout.flush()
+    if not _emit(lines, args.output, err):
+        return 2
     return 2 if any(i.is_error for i in issues) else 0
 
 
@@ -1504,20 +1510,8 @@ def decode_command(args: argparse.Namespace, err: TextIO) -> int:
         lines = _lines(trace, args, err, errors, counter, prepared=prepared)
         # In parallel, the runs come as large pieces: each is written at once.
         write = _write if prepared.pool is None else _write_now
-        if args.output:
-            try:
-                out_file = open(args.output, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
-            except OSError as exc:
-                print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
-                return 2
-            with out_file:
-                write(lines, out_file)
-        else:
-            stdout = sys.stdout
-            if isinstance(stdout, io.TextIOWrapper):
-                stdout.reconfigure(newline="\n")
-            write(lines, stdout)
-            stdout.flush()
+        if not _emit(lines, args.output, err, write):
+            return 2
     if counter is not None and args.format != "jsonl":
         _summary(counter, err)
     return 2 if errors else 0
@@ -1651,21 +1645,10 @@ def disasm_command(args: argparse.Namespace, err: TextIO) -> int:
     lines = _disasm_lines(args, err, errors)
     if args.output:
         first = next(lines, None)  # the input is opened and checked before the file is made
-        try:
-            out_file = open(args.output, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
-        except OSError as exc:
-            print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
-            return 2
-        with out_file:
-            if first is not None:
-                out_file.write(first + "\n")
-            _write(lines, out_file)
-    else:
-        stdout = sys.stdout
-        if isinstance(stdout, io.TextIOWrapper):
-            stdout.reconfigure(newline="\n")
-        _write(lines, stdout)
-        stdout.flush()
+        if first is not None:
+            lines = itertools.chain((first,), lines)
+    if not _emit(lines, args.output, err):
+        return 2
     return 2 if errors else 0
 
 
@@ -1736,19 +1719,8 @@ def coverage_command(args: argparse.Namespace, err: TextIO) -> int:
     """``cstrace coverage INPUT --format F``: code coverage from the trace."""
     errors: list[Issue] = []
     lines = _coverage_lines(args, err, errors)
-    if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8", newline="\n") as out_file:
-                _write(iter(lines), out_file)
-        except OSError as exc:
-            print(f"cstrace: error: {args.output}: {exc.strerror}", file=err)
-            return 2
-    else:
-        stdout = sys.stdout
-        if isinstance(stdout, io.TextIOWrapper):
-            stdout.reconfigure(newline="\n")
-        _write(iter(lines), stdout)
-        stdout.flush()
+    if not _emit(iter(lines), args.output, err):
+        return 2
     return 2 if errors else 0
 
 

@@ -36,10 +36,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
-import numpy as np
-import numpy.typing as npt
-
-from cstrace.capture import Stream
+from cstrace.capture.stream import Stream, WrappedStream
 from cstrace.decode import Session, SourceRun
 from cstrace.errors import Issue
 from cstrace.protocols import DecodeOptions
@@ -366,18 +363,13 @@ def watch_progress(run: SourceRun, progress: Progress) -> SourceRun:
     return replace(run, stream=_ProgressStream(run.stream, progress))
 
 
-class _ProgressStream(Stream):
-    """A stream that reports the capture index reached after each block a reader takes.
+class _ProgressStream(WrappedStream):
+    """A stream that reports the capture index reached after each block a reader takes."""
 
-    Everything else is the inner stream's, attributes of its own class included.
-    """
-
-    __slots__ = ("_inner", "_progress")
+    __slots__ = ("_progress",)
 
     def __init__(self, inner: Stream, progress: Progress) -> None:
-        # Deliberately not calling Stream.__init__: everything comes from ``inner``.
-        self.trace_id = inner.trace_id
-        self._inner = inner
+        super().__init__(inner)
         self._progress = progress
 
     def blocks(self) -> Iterator[Stream]:
@@ -388,52 +380,3 @@ class _ProgressStream(Stream):
             n = len(block.data)
             if n:
                 progress(block.offset_at(n - 1) + 1)
-
-    @property
-    def data(self) -> bytes:
-        """All the inner stream's bytes."""
-        return self._inner.data
-
-    @data.setter
-    def data(self, value: bytes) -> None:
-        self._inner.data = value
-
-    @property
-    def run_pos(self) -> npt.NDArray[np.int64]:
-        """The inner stream's run positions."""
-        return self._inner.run_pos
-
-    @run_pos.setter
-    def run_pos(self, value: npt.NDArray[np.int64]) -> None:
-        self._inner.run_pos = value
-
-    @property
-    def run_idx(self) -> npt.NDArray[np.int64]:
-        """The inner stream's run indices."""
-        return self._inner.run_idx
-
-    @run_idx.setter
-    def run_idx(self, value: npt.NDArray[np.int64]) -> None:
-        self._inner.run_idx = value
-
-    def __getattr__(self, name: str) -> Any:
-        # What a stream class of its own adds (a trace-port capture's ``fmt``...).
-        return getattr(self._inner, name)
-
-    def __len__(self) -> int:
-        return len(self._inner)
-
-    def __bool__(self) -> bool:
-        return True
-
-    def offset_at(self, pos: int) -> int:
-        """Capture index of the byte at stream position ``pos``."""
-        return self._inner.offset_at(pos)
-
-    def offsets(self) -> npt.NDArray[np.int64]:
-        """Capture index of every byte."""
-        return self._inner.offsets()
-
-    def chunks(self) -> Iterator[tuple[int, bytes]]:
-        """``(capture index, bytes)`` for each run of consecutive indices."""
-        return self._inner.chunks()

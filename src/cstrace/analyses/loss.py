@@ -47,10 +47,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
-from cstrace.capture.stream import Stream
+from cstrace.capture.stream import Stream, WrappedStream
 from cstrace.decode import Session, SourceRun
 from cstrace.elements import (
     AddrNacc,
@@ -655,18 +652,13 @@ def group_addresses(seen: dict[int, list[int]], gap: int = RANGE_GAP) -> list[Ad
     return out
 
 
-class _CountingStream(Stream):
-    """A stream that counts the bytes a reader takes from it (a block at a time).
+class _CountingStream(WrappedStream):
+    """A stream that counts the bytes a reader takes from it (a block at a time)."""
 
-    Everything else is the inner stream's, attributes of its own class included.
-    """
-
-    __slots__ = ("_inner", "_tally")
+    __slots__ = ("_tally",)
 
     def __init__(self, inner: Stream, tally: _Tally) -> None:
-        # Deliberately not calling Stream.__init__: everything comes from ``inner``.
-        self.trace_id = inner.trace_id
-        self._inner = inner
+        super().__init__(inner)
         self._tally = tally
 
     def blocks(self) -> Iterator[Stream]:
@@ -686,49 +678,6 @@ class _CountingStream(Stream):
     @data.setter
     def data(self, value: bytes) -> None:
         self._inner.data = value
-
-    @property
-    def run_pos(self) -> npt.NDArray[np.int64]:
-        """The inner stream's run positions."""
-        return self._inner.run_pos
-
-    @run_pos.setter
-    def run_pos(self, value: npt.NDArray[np.int64]) -> None:
-        self._inner.run_pos = value
-
-    @property
-    def run_idx(self) -> npt.NDArray[np.int64]:
-        """The inner stream's run indices."""
-        return self._inner.run_idx
-
-    @run_idx.setter
-    def run_idx(self, value: npt.NDArray[np.int64]) -> None:
-        self._inner.run_idx = value
-
-    def __getattr__(self, name: str) -> Any:
-        # What a stream class of its own adds (a trace-port capture's ``fmt``...).
-        return getattr(self._inner, name)
-
-    def __len__(self) -> int:
-        return len(self._inner)
-
-    def __bool__(self) -> bool:
-        return True
-
-    def offset_at(self, pos: int) -> int:
-        """Capture index of the byte at stream position ``pos``."""
-        return self._inner.offset_at(pos)
-
-    def offsets(self) -> npt.NDArray[np.int64]:
-        """Capture index of every byte."""
-        return self._inner.offsets()
-
-    def chunks(self) -> Iterator[tuple[int, bytes]]:
-        """``(capture index, bytes)`` for each run of consecutive indices."""
-        return self._inner.chunks()
-
-    def __repr__(self) -> str:
-        return f"Counting({self._inner!r})"
 
 
 @dataclass

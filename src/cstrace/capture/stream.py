@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Stream"]
+__all__ = ["Stream", "WrappedStream"]
 
 
 class Stream:
@@ -116,3 +117,71 @@ class Stream:
     def __repr__(self) -> str:
         tid = "single" if self.trace_id is None else f"{self.trace_id:#x}"
         return f"Stream({tid}, {len(self.data)} bytes, {len(self.run_pos)} runs)"
+
+
+class WrappedStream(Stream):
+    """A stream that stands for another: everything is the inner stream's, attributes of
+    its own class included. Subclasses watch what a reader takes (``blocks``, ``data``)."""
+
+    __slots__ = ("_inner",)
+
+    def __init__(self, inner: Stream) -> None:
+        # Deliberately not calling Stream.__init__: everything comes from ``inner``.
+        self.trace_id = inner.trace_id
+        self._inner = inner
+
+    def blocks(self) -> Iterator[Stream]:
+        """The inner stream's blocks."""
+        return self._inner.blocks()
+
+    @property
+    def data(self) -> bytes:
+        """All the inner stream's bytes."""
+        return self._inner.data
+
+    @data.setter
+    def data(self, value: bytes) -> None:
+        self._inner.data = value
+
+    @property
+    def run_pos(self) -> npt.NDArray[np.int64]:
+        """The inner stream's run positions."""
+        return self._inner.run_pos
+
+    @run_pos.setter
+    def run_pos(self, value: npt.NDArray[np.int64]) -> None:
+        self._inner.run_pos = value
+
+    @property
+    def run_idx(self) -> npt.NDArray[np.int64]:
+        """The inner stream's run indices."""
+        return self._inner.run_idx
+
+    @run_idx.setter
+    def run_idx(self, value: npt.NDArray[np.int64]) -> None:
+        self._inner.run_idx = value
+
+    def __getattr__(self, name: str) -> Any:
+        # What a stream class of its own adds (a trace-port capture's ``fmt``...).
+        return getattr(self._inner, name)
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def __bool__(self) -> bool:
+        return True
+
+    def offset_at(self, pos: int) -> int:
+        """Capture index of the byte at stream position ``pos``."""
+        return self._inner.offset_at(pos)
+
+    def offsets(self) -> npt.NDArray[np.int64]:
+        """Capture index of every byte."""
+        return self._inner.offsets()
+
+    def chunks(self) -> Iterator[tuple[int, bytes]]:
+        """``(capture index, bytes)`` for each run of consecutive indices."""
+        return self._inner.chunks()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._inner!r})"
