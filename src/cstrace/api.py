@@ -108,12 +108,10 @@ def iter_elements(
     opened = trace if isinstance(trace, Trace) else open_trace(trace)
     options = DecodeOptions(src_addr_n=src_addr_n, decode_before_sync=decode_before_sync)
     session = Session(opened, options)
-    names = list(buffers) if buffers is not None else [b.name for b in opened.buffers]
-    for name in names:
-        for run in session.open_buffer(opened.buffer(name)).runs:
-            tid = run.trace_id
-            for elem in run.elements():
-                yield tid, elem
+    for run in session.runs(buffers):
+        tid = run.trace_id
+        for elem in run.elements():
+            yield tid, elem
 
 
 def iter_elements_with_context(
@@ -134,10 +132,8 @@ def iter_elements_with_context(
     opened = trace if isinstance(trace, Trace) else open_trace(trace)
     options = DecodeOptions(src_addr_n=src_addr_n, decode_before_sync=decode_before_sync)
     session = Session(opened, options)
-    names = list(buffers) if buffers is not None else [b.name for b in opened.buffers]
-    for name in names:
-        for run in session.open_buffer(opened.buffer(name)).runs:
-            tid = run.trace_id
-            update = tracker_for(session, run).update
-            for elem in run.elements():
-                yield tid, elem, update(elem)
+    for run in session.runs(buffers):
+        tid = run.trace_id
+        update = tracker_for(session, run).update
+        for elem in run.elements():
+            yield tid, elem, update(elem)

@@ -19,7 +19,7 @@ hold :class:`~cstrace.errors.Issue` records; decoders put
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
@@ -238,6 +238,25 @@ class Session:
         if buffer.format in SINGLE_SOURCE_FORMATS:
             sources = sources[:1]
         return [tid for _, _, _, tid in self._configure(buffer, sources, [], [])]
+
+    def runs(
+        self, buffers: Sequence[str] | None = None, issues: list[Issue] | None = None
+    ) -> Iterator[SourceRun]:
+        """The runs of the trace's buffers (every one, or those named, in order), each
+        buffer opened when it is reached.
+
+        With ``issues``, each buffer's issues are added to it when it is opened, and
+        those code memory met while a run was decoded once the caller is done with it.
+        """
+        names = list(buffers) if buffers is not None else [b.name for b in self.trace.buffers]
+        for name in names:
+            decoded = self.open_buffer(self.trace.buffer(name))
+            if issues is not None:
+                issues.extend(decoded.issues)
+            for run in decoded.runs:
+                yield run
+                if issues is not None:
+                    issues.extend(self.new_issues())
 
     def open_buffer(self, buffer: Buffer) -> BufferDecode:
         """Demultiplex ``buffer`` and prepare a run for each source it holds.

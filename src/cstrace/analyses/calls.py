@@ -1079,10 +1079,9 @@ def call_profile(
         symbols = Symbols.from_trace(trace, images)
     session = Session(trace, options)
     tracker = CallTracker(symbols)
-    for buffer in trace.buffers:
-        for run in session.open_buffer(buffer).runs:
-            tracker.read = memory_reader(session, run)
-            tracker.feed(run.trace_id, run.elements())
+    for run in session.runs():
+        tracker.read = memory_reader(session, run)
+        tracker.feed(run.trace_id, run.elements())
     return tracker.profile()
 
 

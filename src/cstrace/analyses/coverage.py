@@ -697,7 +697,6 @@ def coverage_of_trace(
     session = Session(trace, options)
     counter = CoverageCounter()
     read: CodeReader | None = None
-    for buffer in trace.buffers:
-        for run in session.open_buffer(buffer).runs:
-            read = count_run(counter, session, run)
+    for run in session.runs():
+        read = count_run(counter, session, run)
     return counter.coverage(Symbols.from_trace(trace, images), read)

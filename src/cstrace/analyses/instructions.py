@@ -262,10 +262,8 @@ def iter_executed(
     trace ID's in trace order, one source after another (as :func:`cstrace.iter_elements`)."""
     if session is None:
         session = Session(trace, options)
-    names = list(buffers) if buffers is not None else [b.name for b in trace.buffers]
-    for name in names:
-        for run in session.open_buffer(trace.buffer(name)).runs:
-            yield from walk_run(session, run)
+    for run in session.runs(buffers):
+        yield from walk_run(session, run)
 
 
 # -- disassembly ----------------------------------------------------------------------------

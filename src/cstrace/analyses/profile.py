@@ -550,8 +550,6 @@ def profile_trace(
     """Decode ``trace`` (every buffer, or those named) in one session and count its profile."""
     session = Session(trace, options)
     counter = ProfileCounter(resolver if resolver is not None else resolver_for(trace))
-    names = list(buffers) if buffers is not None else [b.name for b in trace.buffers]
-    for name in names:
-        for run in session.open_buffer(trace.buffer(name)).runs:
-            counter.feed(run.trace_id, run.elements())
+    for run in session.runs(buffers):
+        counter.feed(run.trace_id, run.elements())
     return counter.profile()

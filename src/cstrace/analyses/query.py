@@ -243,15 +243,8 @@ def build_tables(
         symbols = Symbols.from_trace(trace)
     builder = _Builder(symbols, wanted)
     session = Session(trace, options)
-    names = list(buffers) if buffers is not None else [b.name for b in trace.buffers]
-    for name in names:
-        decoded = session.open_buffer(trace.buffer(name))
-        if issues is not None:
-            issues.extend(decoded.issues)
-        for run in decoded.runs:
-            builder.run(session, run, pa)
-            if issues is not None:
-                issues.extend(session.new_issues())
+    for run in session.runs(buffers, issues):
+        builder.run(session, run, pa)
     out: dict[str, Any] = {}
     if "elements" in wanted:
         from cstrace.batch import ElementBatch

@@ -509,13 +509,6 @@ def trace_timeline(
         symbols = Symbols.from_trace(trace)
     builder = TimelineBuilder(symbols, max_slices)
     session = Session(trace, options)
-    names = list(buffers) if buffers is not None else [b.name for b in trace.buffers]
-    for name in names:
-        decoded = session.open_buffer(trace.buffer(name))
-        if issues is not None:
-            issues.extend(decoded.issues)
-        for run in decoded.runs:
-            builder.feed(run.trace_id, run.source.name, run.protocol.name, run.elements())
-            if issues is not None:
-                issues.extend(session.new_issues())
+    for run in session.runs(buffers, issues):
+        builder.feed(run.trace_id, run.source.name, run.protocol.name, run.elements())
     return builder.timeline()
