@@ -57,6 +57,7 @@ __all__ = [
     "TraceOnReason",
     "Unknown",
     "UnsyncReason",
+    "el_space",
 ]
 
 
@@ -199,6 +200,20 @@ class MemSpace(IntFlag):
     N = 0x06
     R = 0x60
     ANY = 0xFF
+
+
+_EL_SPACES = {
+    SecLevel.SECURE: (MemSpace.EL1S, MemSpace.EL1S, MemSpace.EL2S, MemSpace.EL3),
+    SecLevel.NONSECURE: (MemSpace.EL1N, MemSpace.EL1N, MemSpace.EL2, MemSpace.EL3),
+    SecLevel.REALM: (MemSpace.EL1R, MemSpace.EL1R, MemSpace.EL2R, MemSpace.ROOT),
+}
+
+
+def el_space(el: int, security: SecLevel) -> MemSpace:
+    """The memory space of exception level ``el`` (0 to 3; EL0 shares EL1's) in the
+    ``security`` state: what code memory a PE in that state runs from (root: ``ROOT``)."""
+    spaces = _EL_SPACES.get(security)
+    return MemSpace.ROOT if spaces is None else spaces[el & 3]
 
 
 class ITMPacketType(IntEnum):

@@ -44,8 +44,8 @@ from cstrace.elements import (
     Isa,
     MemSpace,
     PEContext,
-    SecLevel,
     Timestamp,
+    el_space,
 )
 from cstrace.execution import ContextTracker, tracker_for
 from cstrace.isa.t32 import is_wide
@@ -55,9 +55,6 @@ from cstrace.trace import ExecContext, Trace
 
 __all__ = ["Disassembler", "Executed", "Passed", "RunWalker", "Step", "iter_executed", "walk_run"]
 
-_S_SPACE = (MemSpace.EL1S, MemSpace.EL1S, MemSpace.EL2S, MemSpace.EL3)
-_N_SPACE = (MemSpace.EL1N, MemSpace.EL1N, MemSpace.EL2, MemSpace.EL3)
-_R_SPACE = (MemSpace.EL1R, MemSpace.EL1R, MemSpace.EL2R, MemSpace.ROOT)
 _NO_CONTEXT = ExecContext()
 _MAX_LAYOUTS = 1 << 16  # instruction ranges whose instructions are kept
 
@@ -120,15 +117,7 @@ def _space(pe: PEContext) -> MemSpace:
     ctx = pe.context
     if not ctx.el_valid or ctx.exception_level == ExLevel.UNKNOWN:
         return MemSpace.ANY
-    el = int(ctx.exception_level) & 3
-    sec = ctx.security_level
-    if sec == SecLevel.NONSECURE:
-        return _N_SPACE[el]
-    if sec == SecLevel.SECURE:
-        return _S_SPACE[el]
-    if sec == SecLevel.REALM:
-        return _R_SPACE[el]
-    return MemSpace.ROOT
+    return el_space(int(ctx.exception_level), ctx.security_level)
 
 
 class RunWalker:

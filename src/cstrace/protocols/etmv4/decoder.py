@@ -81,6 +81,7 @@ from cstrace.elements import (
     TraceOn,
     TraceOnReason,
     UnsyncReason,
+    el_space,
 )
 from cstrace.errors import DiagCode, DiagKind
 from cstrace.isa import IsaOptions, StopReason
@@ -228,11 +229,6 @@ _OTHER = int(InstrType.OTHER)
 _V8_ERET = int(InstrSubtype.V8_ERET)
 
 _M_CLASS_TAIL_ADDR = 0xFFFFFFFE
-
-# Memory space of the current exception level (index) per security state.
-_S_SPACE = (MemSpace.EL1S, MemSpace.EL1S, MemSpace.EL2S, MemSpace.EL3)
-_N_SPACE = (MemSpace.EL1N, MemSpace.EL1N, MemSpace.EL2, MemSpace.EL3)
-_R_SPACE = (MemSpace.EL1R, MemSpace.EL1R, MemSpace.EL2R, MemSpace.ROOT)
 
 _MEMTRANS = {
     _TRANS_TRACE_INIT: MemTransType.TRACE_INIT,
@@ -420,15 +416,7 @@ class Etmv4Decoder:
         pe = self.pe
         if not pe.el_valid:
             return MemSpace.S if self.is_secure else MemSpace.N
-        el = int(pe.exception_level) & 3
-        sec = pe.security_level
-        if sec == SecLevel.NONSECURE:
-            return _N_SPACE[el]
-        if sec == SecLevel.SECURE:
-            return _S_SPACE[el]
-        if sec == SecLevel.REALM:
-            return _R_SPACE[el]
-        return MemSpace.ROOT
+        return el_space(int(pe.exception_level), pe.security_level)
 
     # -- packet input --------------------------------------------------------------
 
