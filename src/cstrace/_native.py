@@ -46,6 +46,8 @@ __all__ = ["HOT_MODULES", "compiled", "compiled_modules", "install", "pure_reque
 
 HOT_MODULES: tuple[str, ...] = (
     "cstrace.capture.formatter",
+    "cstrace.rows",
+    "cstrace.tally",
     "cstrace.isa.blocks",
     "cstrace.isa.scan",
     "cstrace.protocols.etmv4.reader",

@@ -87,6 +87,7 @@ from cstrace.elements import (
     UnsyncReason,
 )
 from cstrace.errors import DiagCode, DiagKind, Severity
+from cstrace.rows import fill_ranges
 
 if TYPE_CHECKING:
     import pyarrow
@@ -97,6 +98,7 @@ __all__ = [
     "BatchBuilder",
     "ColumnSpec",
     "ElementBatch",
+    "batches_from_rows",
     "iter_batches",
 ]
 
@@ -1122,3 +1124,81 @@ def iter_batches(
             count = 0
     if count:
         yield builder.flush()
+
+
+_RANGE_U8 = ("last_exec", "last_cond")
+"""Boolean columns that :func:`~cstrace.rows.fill_ranges` writes as bytes."""
+
+
+def _rows_batch(items: list[Any], trace_id: int) -> ElementBatch:
+    """One batch of the element rows ``items`` (:mod:`cstrace.rows`)."""
+    n = len(items)
+    columns = {s.name: np.zeros(n, s.dtype) for s in SCHEMA}
+    u8 = {name: columns[name].view(np.uint8) for name in _RANGE_U8}
+    obj_rows: list[int] = []
+    objs: list[Any] = []
+    rows = fill_ranges(
+        items,
+        columns["type"],
+        columns["offset"],
+        columns["start"],
+        columns["end"],
+        columns["num_instr"],
+        columns["isa"],
+        u8["last_exec"],
+        columns["last_size"],
+        columns["last_type"],
+        columns["last_subtype"],
+        u8["last_cond"],
+        obj_rows,
+        objs,
+    )
+    if rows < n:
+        columns = {name: col[:rows] for name, col in columns.items()}
+    columns["trace_id"].fill(trace_id)
+    columns["obj"].fill(-1)
+    objects: list[object] = []
+    if objs:
+        # The element objects (the few rows that are not block walks): through a builder.
+        sub = ElementBatch.from_elements(objs, trace_id)
+        where = np.array(obj_rows, np.intp)
+        for name, col in sub.columns.items():
+            columns[name][where] = col
+        objects = sub.objects
+    return ElementBatch._trusted(columns, objects)
+
+
+def batches_from_rows(
+    chunks: Iterable[list[Any]], trace_id: int, size: int = 65536
+) -> Iterator[ElementBatch]:
+    """Batches of at most ``size`` rows of the element rows ``chunks``, in order.
+
+    ``chunks`` are lists of element rows (:mod:`cstrace.rows`: element objects,
+    and an ``INSTR_RANGE`` of a block walk as its offset and ``RangeArgs``), as
+    a decoder's ``iter_rows`` gives them; the range rows go to the columns
+    without an element object (a compiled loop, :func:`~cstrace.rows.fill_ranges`).
+    Lazy: memory stays flat whatever the stream's length.
+    """
+    if size < 1:
+        raise ValueError(f"batch size must be positive, not {size}")
+    acc: list[Any] = []
+    for items in chunks:
+        acc += items
+        if len(acc) < size:
+            continue
+        batch = _rows_batch(acc, trace_id)
+        acc = []
+        yield from _split(batch, size)
+    if acc:
+        yield from _split(_rows_batch(acc, trace_id), size)
+
+
+def _split(batch: ElementBatch, size: int) -> Iterator[ElementBatch]:
+    """``batch`` in slices of at most ``size`` rows (each slice keeps the objects list)."""
+    n = len(batch)
+    if n <= size:
+        yield batch
+        return
+    for at in range(0, n, size):
+        cols = {name: col[at : at + size] for name, col in batch.columns.items()}
+        yield ElementBatch._trusted(cols, batch.objects)

@@ -25,7 +25,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from cstrace.batch import ElementBatch, iter_batches
+from cstrace.batch import ElementBatch, batches_from_rows
 from cstrace.capture import SINGLE_SOURCE_FORMATS, CaptureIssue, Demux, Stream, demux
 from cstrace.capture.formatter import EMPTY_BLOCK_STOP, FRAME_SIZE
 from cstrace.capture.lazy import LazyStream, find_empty_block_stop
@@ -40,6 +40,18 @@ __all__ = ["LAZY_FORMATS", "BufferDecode", "RunWatch", "Session", "SourceRun", "
 
 LAZY_FORMATS = frozenset(("coresight", "source_data"))
 """Buffer formats decoded block by block (memory flat in the size of the capture)."""
+
+
+def element_lists(elements: Iterable[Element], size: int = 4096) -> Iterator[list[Any]]:
+    """``elements`` in lists of ``size`` (element rows of element objects only)."""
+    acc: list[Any] = []
+    for elem in elements:
+        acc.append(elem)
+        if len(acc) == size:
+            yield acc
+            acc = []
+    if acc:
+        yield acc
 
 
 @dataclass
@@ -67,9 +79,23 @@ class SourceRun:
         # The decoder drives its code memory (set_context, advance): nothing watches here.
         return self.protocol.iter_elements(packets, self.config, self.context)
 
+    def rows(self, packets: Iterable[Packet] | None = None) -> Iterator[list[Any]]:
+        """The elements as lists of element rows (:mod:`cstrace.rows`), in order.
+
+        From the decoder's own rows when its protocol makes them (no object per
+        ``INSTR_RANGE``), else its element objects in lists. (Not through
+        :meth:`elements`: a subclass that watches both sees each element once.)
+        """
+        if packets is None:
+            packets = self.packets()
+        make = self.protocol.iter_rows
+        if make is None:
+            return element_lists(self.protocol.iter_elements(packets, self.config, self.context))
+        return make(packets, self.config, self.context)
+
     def batches(self, size: int = 65536) -> Iterator[ElementBatch]:
         """The elements as columnar batches of at most ``size`` rows (:mod:`cstrace.batch`)."""
-        return iter_batches(self.elements(), self.trace_id, size)
+        return batches_from_rows(self.rows(), self.trace_id, size)
 
     def run_fields(self) -> dict[str, Any]:
         """This run's own fields by name (those of :class:`SourceRun`, not of a subclass):

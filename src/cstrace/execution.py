@@ -28,8 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
-from cstrace.decode import Session, SourceRun
+from cstrace.decode import Session, SourceRun, element_lists
 from cstrace.elements import AddrNacc, Element, PEContext, Timestamp
 from cstrace.memory.locate import ImageLocator
 from cstrace.protocols import Packet
@@ -117,6 +118,10 @@ class _TrackedRun(SourceRun):
         for elem in self.inner.elements(packets):
             update(elem)
             yield elem
+
+    def rows(self, packets: Iterable[Packet] | None = None) -> Iterator[list[Any]]:
+        """The elements of the run watched in lists, each given to the tracker."""
+        return element_lists(self.elements(packets))
 
 
 def tracker_for(session: Session, run: SourceRun, *, count: bool = True) -> ContextTracker:

@@ -66,6 +66,8 @@ from cstrace.elements import (
 )
 from cstrace.errors import DiagKind, Issue
 from cstrace.protocols import DecodeOptions, Packet
+from cstrace.rows import scan
+from cstrace.tally import counted
 from cstrace.trace import Trace
 
 __all__ = [
@@ -407,7 +409,8 @@ class _Tally:
         self.run = run
         self.limit = limit
         self.bytes = 0
-        self.packets = 0
+        self._readers: list[list[int]] = []
+        """Per counted packet iterator: packets passed, and 1 once it reached its end."""
         self.elements = 0
         self.unsynced = 0
         self.syncs = _List(limit)
@@ -428,8 +431,7 @@ class _Tally:
         self.undecoded_packets = 0
         self.undecoded_bytes = 0
         self.reader: Iterator[Packet] | None = None
-        """The last counted packet iterator, and whether it reached its end."""
-        self.reader_done = False
+        """The last counted packet iterator."""
 
         methods: dict[str, Callable[[Packet, str], None]] = {
             "unsynced": self._unsynced,
@@ -544,20 +546,20 @@ class _Tally:
 
     # iterators
     def count_packets(self, source: Iterable[Packet]) -> Iterator[Packet]:
-        """``source``, counted."""
-        get = self.packet_handlers.get
-        n = 0
-        self.reader_done = False
-        try:
-            for p in source:
-                n += 1
-                handler = get(type(p))
-                if handler is not None:
-                    handler(p)
-                yield p
-            self.reader_done = True
-        finally:
-            self.packets += n
+        """``source``, counted (through the compiled :func:`cstrace.tally.counted`)."""
+        totals = [0, 0]
+        self._readers.append(totals)
+        return counted(source, self.packet_handlers, totals)
+
+    @property
+    def packets(self) -> int:
+        """Packets counted so far."""
+        return sum(t[0] for t in self._readers)
+
+    @property
+    def reader_done(self) -> bool:
+        """Whether the last counted packet iterator reached its end."""
+        return bool(self._readers) and self._readers[-1][1] == 1
 
     def count_elements(self, source: Iterable[Element]) -> Iterator[Element]:
         """``source``, counted; when it ends before its packets do, the rest is counted too."""
@@ -572,9 +574,31 @@ class _Tally:
                 yield e
         finally:
             self.elements += n
+        self._count_rest()
+
+    def count_rows(self, source: Iterable[list[Any]]) -> Iterator[list[Any]]:
+        """``source`` (lists of element rows, :mod:`cstrace.rows`), counted as
+        :meth:`count_elements` counts elements."""
+        get = self.element_handlers.get
+        n = 0
+        try:
+            for items in source:
+                objects: list[Any] = []
+                n += scan(items, objects)
+                for e in objects:
+                    handler = get(type(e))
+                    if handler is not None:
+                        handler(e)
+                yield items
+        finally:
+            self.elements += n
+        self._count_rest()
+
+    def _count_rest(self) -> None:
+        """When the decoder stopped before its packets did (as the reference does): count
+        what it left."""
         reader = self.reader
         if reader is not None and not self.reader_done:
-            # The decoder stopped early (as the reference does): count what it left.
             self.reader = None
             for p in reader:
                 if self.stopped_at is None:
@@ -702,6 +726,12 @@ class _CountedRun(SourceRun):
         tally = self.tally
         assert tally is not None
         return tally.count_elements(super().elements(packets))
+
+    def rows(self, packets: Iterable[Packet] | None = None) -> Iterator[list[Any]]:
+        """The element rows decoded from ``packets`` (by default ``packets()``), counted."""
+        tally = self.tally
+        assert tally is not None
+        return tally.count_rows(super().rows(packets))
 
 
 @dataclass(frozen=True, slots=True)

@@ -142,3 +142,6 @@ class ProtocolSpec:
     uses_memory: bool = False
     with_options: Callable[[Any, DecodeOptions], Any] | None = None
     """The configuration with the decode options that concern the reader applied, if any."""
+    iter_rows: Callable[[Iterable[Packet], Any, DecodeContext], Iterator[list[Any]]] | None = None
+    """The elements as lists of element rows (:mod:`cstrace.rows`), when the decoder makes
+    them: the way to columns without an object per ``INSTR_RANGE``."""

@@ -24,4 +24,5 @@ PROTOCOL = ProtocolSpec(
     iter_packets=iter_packets,
     iter_elements=_ETMV4.iter_elements,
     uses_memory=True,
+    iter_rows=_ETMV4.iter_rows,
 )

@@ -40,9 +40,10 @@ def _no_decoder(
 
 
 try:
-    from cstrace.protocols.etmv4.decoder import iter_elements
+    from cstrace.protocols.etmv4.decoder import iter_elements, iter_rows
 except ImportError:  # pragma: no cover - the decoder module is written separately
     iter_elements = _no_decoder
+    iter_rows = None  # type: ignore[assignment]
 
 PROTOCOL = ProtocolSpec(
     name="etmv4",
@@ -50,4 +51,5 @@ PROTOCOL = ProtocolSpec(
     iter_packets=iter_packets,
     iter_elements=iter_elements,
     uses_memory=True,
+    iter_rows=iter_rows,
 )

@@ -11,6 +11,7 @@ cdef int K_ATOM, K_NOT_SYNC, K_BAD
 cdef int _K, _A, _B, _ADDR, _DECODE, _NO_SYNC
 cdef dict _KIND
 
+@cython.final
 cdef class _ReturnStack:
     cdef public bint active
     cdef public list entries
@@ -21,6 +22,7 @@ cdef class _ReturnStack:
     cpdef void push(self, object addr, int isa)
 
 
+@cython.final
 cdef class Etmv4Decoder:
     cdef public object config, context, walker, memory, generation, persist, pe
     cdef public object addr, last_cc, unsync_reason, stack, space, cc_threshold
@@ -45,9 +47,10 @@ cdef class Etmv4Decoder:
         taken=cython.bint,
         itype=cython.int,
         blk=Block,
+        table=dict,
         bits=cython.ulonglong,
     )
     cpdef tuple _atoms(self, long long n, unsigned long long bits, object ix)
 
-    @cython.locals(out=list, kind=cython.int, n=cython.longlong, rs=_ReturnStack, a=list)
-    cpdef list decode(self, object pkt)
+    @cython.locals(out=list, base=Py_ssize_t, kind=cython.int, n=cython.longlong, rs=_ReturnStack, a=list)
+    cpdef decode(self, object pkt)

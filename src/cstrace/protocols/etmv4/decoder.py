@@ -87,10 +87,12 @@ from cstrace.errors import DiagCode, DiagKind
 from cstrace.isa import IsaOptions, StopReason
 from cstrace.isa.blocks import Block, BlockCache, Instr
 from cstrace.protocols.base import DecodeContext, Packet
+from cstrace.protocols.etmv4.packets import Atom as Atom_
 from cstrace.protocols.etmv4.packets import NotSync as NotSync_
 from cstrace.protocols.etmv4.packets import PacketType as PT
+from cstrace.rows import expand
 
-__all__ = ["Etmv4Decoder", "iter_elements"]
+__all__ = ["Etmv4Decoder", "iter_elements", "iter_rows"]
 
 # --- packet kinds, as the decoder groups them ------------------------------------------
 K_BAD = 0
@@ -311,8 +313,11 @@ class _ReturnStack:
 class Etmv4Decoder:
     """The program-flow decoder of one ETMv4/ETE trace stream.
 
-    ``decode(packet)`` returns the elements the packet completed, ``finish()``
-    the end-of-trace elements. The lists returned are new each call.
+    ``decode(packet)`` appends the elements the packet completed to the list
+    ``out`` (the caller's: it may empty or replace it between packets),
+    ``finish()`` the end-of-trace elements, as element rows (:mod:`cstrace.rows`:
+    an ``INSTR_RANGE`` of a block walk is two items, its offset and the block's
+    ``RangeArgs``). Diagnostics go to ``log`` with their position in ``out``.
     """
 
     def __init__(self, config: Any, context: DecodeContext) -> None:
@@ -357,7 +362,8 @@ class Etmv4Decoder:
             UnsyncReason.RESET_DECODER if context.reset else UnsyncReason.INIT_DECODER
         )
         self.stack: deque[list[Any]] = deque()
-        self.out: list[Element] = []
+        self.out: list[Any] = []
+        """Where the elements go, as element rows (cstrace.rows)."""
         self.trace_id = int(getattr(config, "trace_id", context.trace_id))
         self.seen_not_sync = False
         self.log: list[tuple[int, Diagnostic]] = []
@@ -420,22 +426,22 @@ class Etmv4Decoder:
 
     # -- packet input --------------------------------------------------------------
 
-    def decode(self, pkt: Any) -> list[Element]:
-        """Process one packet; return the elements it completed."""
-        out: list[Element] = []
-        self.out = out
+    def decode(self, pkt: Any) -> None:
+        """Process one packet; append the elements it completed to ``out``."""
+        out = self.out
+        base = len(out)
         if type(pkt) is NotSync_:
             # Only the first unsynchronised piece of a stream reaches the
             # reference decoder; the others go to its packet monitor alone.
             if self.seen_not_sync:
-                return out
+                return
             self.seen_not_sync = True
             idx = self.last_idx = pkt.offset
             self._no_sync(pkt, K_NOT_SYNC, idx)
-            return out
+            return
         idx = pkt.offset
         self.last_idx = idx
-        kind = _KIND.get(pkt.kind, K_BAD)
+        kind = K_ATOM if type(pkt) is Atom_ else _KIND.get(pkt.kind, K_BAD)
         if self.memory.generation != self.generation:
             self.generation = self.memory.generation
             self._set_space()
@@ -458,19 +464,18 @@ class Etmv4Decoder:
                     try:
                         self._atoms(n, pkt.bits, idx)
                     except _SeqError:
-                        out.clear()
-                        self._clip_log(0)
+                        del out[base:]
+                        self._clip_log(base)
                         self._no_sync(pkt, kind, idx)
-                    return out
+                    return
             if self._decode_packet(pkt, kind, idx):
                 self._resolve()
                 if self.state == _NO_SYNC:
                     self._no_sync(pkt, kind, idx)
                 if self.timed:
-                    self._advance_time(out)
-            return out
+                    self._advance_time(base)
+            return
         self._no_sync(pkt, kind, idx)
-        return out
 
     def _no_sync(self, pkt: Any, kind: int, idx: int) -> None:
         """The reference's NO_SYNC / WAIT_SYNC / WAIT_TINFO states for one packet."""
@@ -493,13 +498,13 @@ class Etmv4Decoder:
                 # ETE allows event packets before the first trace info.
                 self.stack.append([_EVENT, False, idx, pkt.events, 0, 0])
 
-    def finish(self) -> list[Element]:
+    def finish(self) -> None:
         """End of trace: output what no later packet can cancel, then ``EO_TRACE``."""
-        out: list[Element] = []
-        self.out = out
+        out = self.out
+        base = len(out)
         self.persist["etmv4"] = (self.pe, self.addr, self.isa, self.it, self.last_cc)
         if not self.context.complete:
-            return out
+            return
         stack = self.stack
         while stack:
             e = stack[0]
@@ -524,10 +529,9 @@ class Etmv4Decoder:
         reason = UnsyncReason.OVERFLOW if self.prev_overflow else UnsyncReason.EOT
         out.append(EoTrace(self.last_idx, reason))
         if self.timed:
-            self._advance_time(out)
-        return out
+            self._advance_time(base)
 
-    def _advance_time(self, out: list[Element]) -> None:
+    def _advance_time(self, base: int) -> None:
         """Trace time moved: tell the code memory, once the packet's elements are made.
 
         The timestamps of a packet's elements take effect after the packet, in
@@ -536,7 +540,7 @@ class Etmv4Decoder:
         """
         self.timed = False
         advance = self.memory.advance
-        for e in out:
+        for e in self.out[base:]:
             if type(e) is Timestamp:
                 advance(e.timestamp)
 
@@ -933,11 +937,13 @@ class Etmv4Decoder:
             if need:
                 continue
             if it and isa == _T32:
-                blk = blocks[isa].get((addr, it))
+                table = blocks[isa]
+                blk = table.get((addr, it))
                 if blk is None:
                     blk = self.walker.block(addr, isa, self.space, it)
             else:
-                blk = blocks[isa].get(addr)
+                table = blocks[isa]
+                blk = table.get(addr)
                 if blk is None:
                     blk = self.walker.block(addr, isa, self.space, 0)
             it = blk.it_out
@@ -962,20 +968,24 @@ class Etmv4Decoder:
                             if blk.subtype == _V8_ERET and self.is_ete:
                                 # No exception-return packet in ETE: show the ERET.
                                 isa = blk.next_isa
-                                append(InstrRange(ix, *blk.range_e))
+                                append(ix)
+                                append(blk.range_e)
                                 append(ExceptionRet(ix))
                                 continue
                     isa = blk.next_isa
-                    append(InstrRange(ix, *blk.range_e))
+                    append(ix)
+                    append(blk.range_e)
                 else:
                     addr = blk.end
-                    append(InstrRange(ix, *blk.range_n))
+                    append(ix)
+                    append(blk.range_n)
             else:
                 # No waypoint: the opcode at blk.end is in no memory image.
                 need = True
                 self.need_addr = True
                 if blk.count:
-                    append(InstrRange(ix, *blk.range_e))
+                    append(ix)
+                    append(blk.range_e)
                     isa = blk.next_isa
                 addr = blk.end
                 append(AddrNacc(ix, addr, self.space))
@@ -1017,7 +1027,8 @@ class Etmv4Decoder:
             blk = self.walker.walk_to(start, isa, space, ret_addr, self.it if isa == _T32 else 0)
             self.it = blk.it_out
             if blk.count:
-                out.append(InstrRange(idx, *blk.range_e))
+                out.append(idx)
+                out.append(blk.range_e)
                 self.isa = blk.next_isa
             self.addr = blk.end
             if not blk.found:
@@ -1058,7 +1069,8 @@ class Etmv4Decoder:
             and (blk.end == q_addr or blk.reason == StopReason.WAYPOINT)
         ):
             # All N instructions walked, ending at the address or after a branch.
-            self.out.append(InstrRange(idx, *blk.range_e))
+            self.out.append(idx)
+            self.out.append(blk.range_e)
         else:
             q_isa = _A64 if self.is_64bit else (_T32 if q_is else _A32)
             self.out.append(IRangeNoPath(idx, start, q_addr, count, _ISA[q_isa]))
@@ -1157,24 +1169,74 @@ def _ctxt_of(pkt: Any) -> tuple[Any, ...]:
     )
 
 
+def _merge_log(out: list[Any], base: int, log: list[tuple[int, Diagnostic]]) -> None:
+    """Put each diagnostic of ``log`` where the reference logs it among the elements of
+    ``out`` from ``base`` on (its position counts from the start of ``out``)."""
+    tail = out[base:]
+    del out[base:]
+    done = 0
+    for pos, diag in log:
+        pos -= base
+        out += tail[done:pos]
+        done = max(done, pos)
+        out.append(diag)
+    log.clear()
+    out += tail[done:]
+
+
+def iter_rows(
+    packets: Iterable[Packet], config: Any, context: DecodeContext, size: int = 4096
+) -> Iterator[list[Any]]:
+    """Decode the packets of one ETMv4/ETE trace ID into lists of element rows.
+
+    Each list holds about ``size`` elements or more, as :mod:`cstrace.rows`
+    describes them (an ``INSTR_RANGE`` is its offset and its ``RangeArgs``).
+    """
+    dec = Etmv4Decoder(config, context)
+    log = dec.log
+    out: list[Any] = []
+    dec.out = out
+    for pkt in packets:
+        base = len(out)
+        dec.decode(pkt)
+        if log:
+            _merge_log(out, base, log)
+        if len(out) >= size:
+            yield out
+            out = []
+            dec.out = out
+    dec.finish()
+    if out:
+        yield out
+
+
 def iter_elements(
     packets: Iterable[Packet], config: Any, context: DecodeContext
 ) -> Iterator[Element]:
-    """Decode the packets of one ETMv4/ETE trace ID into generic elements."""
+    """Decode the packets of one ETMv4/ETE trace ID into generic elements.
+
+    Lazy: the elements of a packet come before the next packet is read.
+    """
     dec = Etmv4Decoder(config, context)
-    decode = dec.decode
     log = dec.log
+    out: list[Any] = []
+    dec.out = out
     for pkt in packets:
-        out = decode(pkt)
+        dec.decode(pkt)
         if log:
-            # Hand each diagnostic on where the reference logs it among the elements.
-            done = 0
-            for pos, diag in log:
-                yield from out[done:pos]
-                done = max(done, pos)
-                yield diag
-            log.clear()
-            yield from out[done:]
-        elif out:
-            yield from out
-    yield from dec.finish()
+            _merge_log(out, 0, log)
+        if out:
+            # the element rows as objects (see cstrace.rows.expand)
+            n = len(out)
+            i = 0
+            while i < n:
+                x = out[i]
+                if type(x) is int:
+                    yield InstrRange(x, *out[i + 1])
+                    i += 2
+                else:
+                    yield x
+                    i += 1
+            out.clear()
+    dec.finish()
+    yield from expand(out)
