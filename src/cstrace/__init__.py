@@ -20,24 +20,12 @@ Everything not re-exported here is private and may change.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 __version__ = "0.1.0"
 
 # cstrace._native comes first: importing it chooses compiled or pure-Python hot modules.
 from cstrace._native import compiled, compiled_modules
-from cstrace.analyses import (
-    AddressRange,
-    LossCounter,
-    LossReport,
-    NotDecoded,
-    Occurrence,
-    Occurrences,
-    SourceLoss,
-    loss_report,
-)
-from cstrace.api import iter_elements, iter_elements_with_context, open_trace
-from cstrace.batch import BatchBuilder, ElementBatch, iter_batches
-from cstrace.capture import Demux, Stream, demux
-from cstrace.decode import BufferDecode, Session, SourceRun
 from cstrace.elements import *  # noqa: F403 - the element model is public
 from cstrace.elements import __all__ as _element_names
 from cstrace.errors import (
@@ -52,12 +40,78 @@ from cstrace.errors import (
     Severity,
     SnapshotError,
 )
-from cstrace.execution import ContextTracker, tracker_for, with_context
-from cstrace.inputs import detect_capture, read_snapshot
-from cstrace.inputs.files import BytesBlob, PathBlob
-from cstrace.memory.locate import ImageLocator, Location, MissingImage
-from cstrace.protocols import DecodeOptions
-from cstrace.trace import Blob, Buffer, Dump, ExecContext, Image, Inferred, Origin, Source, Trace
+
+# The rest of the API is imported on first use (PEP 562 ``__getattr__`` below), so that
+# ``import cstrace`` (and every ``cstrace`` command's start) does not load NumPy, the
+# input adapters and the analyses before something asks for them. Type checkers see
+# plain imports.
+if TYPE_CHECKING:
+    from cstrace.analyses.loss import (
+        AddressRange,
+        LossCounter,
+        LossReport,
+        NotDecoded,
+        Occurrence,
+        Occurrences,
+        SourceLoss,
+        loss_report,
+    )
+    from cstrace.api import iter_elements, iter_elements_with_context, open_trace
+    from cstrace.batch import BatchBuilder, ElementBatch, iter_batches
+    from cstrace.capture import Demux, Stream, demux
+    from cstrace.decode import BufferDecode, Session, SourceRun
+    from cstrace.execution import ContextTracker, tracker_for, with_context
+    from cstrace.inputs.detect import detect_capture
+    from cstrace.inputs.files import BytesBlob, PathBlob
+    from cstrace.inputs.snapshot import read_snapshot
+    from cstrace.memory.locate import ImageLocator, Location, MissingImage
+    from cstrace.protocols import DecodeOptions
+    from cstrace.trace import (
+        Blob,
+        Buffer,
+        Dump,
+        ExecContext,
+        Image,
+        Inferred,
+        Origin,
+        Source,
+        Trace,
+    )
+
+_LAZY_FROM: dict[str, tuple[str, ...]] = {
+    "cstrace.analyses.loss": (
+        "AddressRange",
+        "LossCounter",
+        "LossReport",
+        "NotDecoded",
+        "Occurrence",
+        "Occurrences",
+        "SourceLoss",
+        "loss_report",
+    ),
+    "cstrace.api": ("iter_elements", "iter_elements_with_context", "open_trace"),
+    "cstrace.batch": ("BatchBuilder", "ElementBatch", "iter_batches"),
+    "cstrace.capture": ("Demux", "Stream", "demux"),
+    "cstrace.decode": ("BufferDecode", "Session", "SourceRun"),
+    "cstrace.execution": ("ContextTracker", "tracker_for", "with_context"),
+    "cstrace.inputs.detect": ("detect_capture",),
+    "cstrace.inputs.files": ("BytesBlob", "PathBlob"),
+    "cstrace.inputs.snapshot": ("read_snapshot",),
+    "cstrace.memory.locate": ("ImageLocator", "Location", "MissingImage"),
+    "cstrace.protocols": ("DecodeOptions",),
+    "cstrace.trace": (
+        "Blob",
+        "Buffer",
+        "Dump",
+        "ExecContext",
+        "Image",
+        "Inferred",
+        "Origin",
+        "Source",
+        "Trace",
+    ),
+}
+"""The public names imported on first use, by the module that defines them."""
 
 __all__ = [
     "compiled",
@@ -115,3 +169,9 @@ __all__ = [
     "read_snapshot",
     *_element_names,
 ]
+
+
+if not TYPE_CHECKING:  # type checkers see the imports above, and no catch-all attribute
+    from cstrace._lazy import lazy_exports as _lazy_exports
+
+    __getattr__, __dir__ = _lazy_exports(__name__, _LAZY_FROM, __all__)

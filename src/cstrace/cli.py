@@ -27,31 +27,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from cstrace import __version__, compiled
-from cstrace.analyses import LossCounter, LossReport, NotDecoded, loss_report
-from cstrace.analyses.loss import SourceLoss
-from cstrace.decode import Session, SourceRun
-from cstrace.elements import Element
 from cstrace.errors import CstraceError, Issue, IssueKind, Severity, SnapshotError
-from cstrace.inputs import (
-    Extras,
-    RawOptions,
-    SymbolPaths,
-    detect_capture,
-    is_perf_data,
-    is_raw_capture,
-    open_input,
-    open_trace_input,
-    write_package,
-)
-from cstrace.inputs.metadata import trace_id_of
-from cstrace.protocols import DecodeOptions
-from cstrace.trace import Buffer, Trace
 
+# The rest of cstrace is imported by the commands that use it: `cstrace --help`, `--version`
+# and a small decode start without loading the analyses, pyelftools or the other input adapters.
 if TYPE_CHECKING:
+    from cstrace.analyses.loss import LossCounter, LossReport, SourceLoss
     from cstrace.analyses.profile import Profile
+    from cstrace.decode import Session, SourceRun
+    from cstrace.elements import Element
     from cstrace.execution import ContextTracker
+    from cstrace.inputs import SymbolPaths
     from cstrace.parallel import ParallelDecode, RunWork
     from cstrace.parquet import ParquetSink
+    from cstrace.protocols import DecodeOptions
+    from cstrace.trace import Buffer, Trace
 
 if TYPE_CHECKING:
     from cstrace.execution import ContextTracker
@@ -166,6 +156,8 @@ def add_input_options(dec: argparse.ArgumentParser) -> None:
 def open_from_args(args: argparse.Namespace, path: str | None = None) -> Trace:
     """The snapshot, package or raw capture named on the command line (or ``path``), with
     extra files."""
+    from cstrace.inputs import Extras, RawOptions, open_input
+
     extras = Extras(args.image, args.memory, args.events, args.contextidr)
     raw = RawOptions(
         args.capture_format,
@@ -182,6 +174,8 @@ def open_from_args(args: argparse.Namespace, path: str | None = None) -> Trace:
 def symbol_paths(args: argparse.Namespace) -> SymbolPaths:
     """Where ``--symdir``, ``--symfs``, ``--buildid-dir`` and ``--vmlinux`` say to look for
     images."""
+    from cstrace.inputs import SymbolPaths
+
     return SymbolPaths(
         tuple(getattr(args, "symdir", None) or ()),
         getattr(args, "symfs", None),
@@ -207,6 +201,8 @@ def _warn(issues: Iterable[Issue], err: TextIO) -> None:
 
 def package_command(args: argparse.Namespace, err: TextIO) -> int:
     """``cstrace package SNAPSHOT OUTPUT.zip`` (with the input options of ``decode``)."""
+    from cstrace.inputs import write_package
+
     trace = open_from_args(args)
     summary = write_package(trace, args.output)
     _warn([*trace.issues, *summary.warnings], err)
@@ -229,6 +225,8 @@ def _info_loss(
     configuration is not known gets, per trace ID (``streams``: ID and bytes),
     its size and why it was not decoded.
     """
+    from cstrace.analyses.loss import LossReport, NotDecoded, loss_report
+    from cstrace.inputs import is_raw_capture
     from cstrace.render.loss import loss_lines
 
     try:
@@ -273,6 +271,8 @@ def _perf_info(args: argparse.Namespace, path: Path) -> int:
 
 def info_command(args: argparse.Namespace) -> int:
     """``cstrace info FILE``: print what was detected in a capture, snapshot or package."""
+    from cstrace.inputs import detect_capture, is_perf_data, is_raw_capture, open_trace_input
+
     path = Path(args.file)
     if not path.exists():
         raise SnapshotError("no such file or folder", path=str(path))
@@ -326,6 +326,8 @@ def _print_configuration(args: argparse.Namespace) -> Trace | None:
 
     Returns the trace opened (None when it cannot be), for the loss report to decode.
     """
+    from cstrace.inputs.metadata import trace_id_of
+
     try:
         trace = open_from_args(args, args.file)
     except CstraceError as exc:
@@ -713,6 +715,8 @@ def _options(args: argparse.Namespace) -> DecodeOptions:
     """Decode options from the command line: ``--src-addr-n``, ``--etmcr``, ``--start-pc``,
     ``--before-sync`` (by default, the OpenCSD listing waits for synchronisation as the
     reference does, and the other formats decode what comes before it)."""
+    from cstrace.protocols import DecodeOptions
+
     overrides: dict[str, dict[str, int]] = {}
     if args.etmcr is not None:
         overrides["etmv1"] = {"ETMCR": args.etmcr}
@@ -729,14 +733,15 @@ def _run_lines(
     run: SourceRun, args: argparse.Namespace, tracker: ContextTracker | None
 ) -> Iterator[str]:
     """The output lines of one run of ``decode`` (none for ``null``: the run is decoded)."""
-    from cstrace.render.ocsd import listing_lines
-    from cstrace.render.text import HEADER, HEADER_CONTEXT, json_line, text_line
-
     tid = run.trace_id
     if args.format == "null":
         # Decoded into element batches (columns), which nothing writes.
         deque(run.batches(), maxlen=0)
-    elif args.format == "ocsd":
+        return
+    from cstrace.render.ocsd import listing_lines
+    from cstrace.render.text import HEADER, HEADER_CONTEXT, json_line, text_line
+
+    if args.format == "ocsd":
         if tracker is not None:
             run = tracker.watch(run)
         yield from listing_lines(run, packets=not args.no_packets)
@@ -779,6 +784,7 @@ class _RunCounts:
 
 def _run_work(args: argparse.Namespace, who: bool, count: bool) -> RunWork:
     """What a worker process does with a run: decode it into a file, return its counts."""
+    from cstrace.analyses.loss import LossCounter
     from cstrace.execution import tracker_for
     from cstrace.parallel import watch_progress
 
@@ -876,6 +882,8 @@ class _Progress:
 
 def _plan(trace: Trace, buffers: Sequence[Buffer], options: DecodeOptions) -> list[tuple[int, int]]:
     """(trace ID, buffer size) of every run of a decode, in order; configuration only."""
+    from cstrace.decode import Session
+
     session = Session(trace, options)
     return [(tid, b.size()) for b in buffers for tid in session.run_ids(b)]
 
@@ -960,8 +968,8 @@ def _lines(
     With ``--format parquet`` the rows go to ``sink``. With ``--jobs``, runs are
     decoded by worker processes and their outputs read back in order.
     """
+    from cstrace.decode import Session
     from cstrace.execution import tracker_for
-    from cstrace.render.text import inferred_line
 
     _warn(trace.issues, err)
     errors.extend(i for i in trace.issues if i.is_error)
@@ -971,6 +979,8 @@ def _lines(
         counter.add_issues(trace.issues)
     for inf in trace.inferred:
         if args.format == "jsonl":
+            from cstrace.render.text import inferred_line
+
             yield inferred_line(inf)
         elif args.format == "text":
             yield f"# configuration {inf.describe()}"
@@ -1186,7 +1196,9 @@ def _profile_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -
     import re
 
     from cstrace.analyses.profile import BranchSampler, Profile, resolver_for
+    from cstrace.decode import Session
     from cstrace.memory.binaries import Mapping
+    from cstrace.protocols import DecodeOptions
     from cstrace.render.profiles import (
         autofdo_lines,
         bolt_lines,
@@ -1258,6 +1270,8 @@ def _call_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -> I
     """The output lines of ``profile --format functions|callgrind|folded|flamegraph``."""
     from cstrace.analyses.calls import CallProfile, CallTracker, memory_reader
     from cstrace.analyses.symbols import Symbols
+    from cstrace.decode import Session
+    from cstrace.protocols import DecodeOptions
     from cstrace.render.calls import (
         callgrind_lines,
         flamegraph_svg,
@@ -1297,6 +1311,8 @@ def _call_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -> I
 def _profile_of(trace: Trace, err: TextIO, errors: list[Issue]) -> Profile:
     """The profile of one opened input of ``profile``; buffer errors printed and kept."""
     from cstrace.analyses.profile import ProfileCounter, resolver_for
+    from cstrace.decode import Session
+    from cstrace.protocols import DecodeOptions
 
     counter = ProfileCounter(resolver_for(trace))
     session = Session(trace, DecodeOptions())
@@ -1484,6 +1500,8 @@ def _decode_many(args: argparse.Namespace, err: TextIO) -> int:
 
 def decode_command(args: argparse.Namespace, err: TextIO) -> int:
     """``cstrace decode SNAPSHOT...``: decode and write elements, listings or rows."""
+    from cstrace.analyses.loss import LossCounter
+
     if isinstance(args.snapshot, list):
         if len(args.snapshot) > 1 or args.dask:
             return _decode_many(args, err)
@@ -1602,6 +1620,8 @@ def _disasm_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) ->
     """The output lines of ``disasm``."""
     from cstrace.analyses.instructions import Disassembler, walk_run
     from cstrace.analyses.symbols import Symbols
+    from cstrace.decode import Session
+    from cstrace.protocols import DecodeOptions
     from cstrace.render.disasm import DisasmOptions, disasm_lines
 
     start, end = _disasm_range(args.range)
@@ -1673,6 +1693,8 @@ def _coverage_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) 
 
     from cstrace.analyses.coverage import CodeReader, CoverageCounter, count_run
     from cstrace.analyses.symbols import Symbols
+    from cstrace.decode import Session
+    from cstrace.protocols import DecodeOptions
     from cstrace.render.coverage import cobertura_xml, html_report, lcov_lines, text_lines
 
     trace = open_from_args(args)
@@ -1746,6 +1768,7 @@ _ANALYSES = ("profile", "timeline", "query", "disasm", "coverage")
 def _analysis(args: argparse.Namespace, err: TextIO) -> int:
     """Run an analysis command, counting what the trace lost while it decodes: corrupt
     trace is resynchronised by the decoders and said here, after the results."""
+    from cstrace.analyses.loss import LossCounter
     from cstrace.decode import watching
 
     commands = {
@@ -1785,8 +1808,25 @@ def _lost_note(report: LossReport, err: TextIO) -> None:
             print(f"cstrace: note: {line}", file=err)
 
 
+def _one_blas_thread() -> None:
+    """Ask NumPy's BLAS for one thread, unless the user's environment says otherwise.
+
+    OpenBLAS starts a pool of worker threads (one per CPU) when NumPy is first
+    imported, and they spin while waiting: ``perf`` showed ``blas_thread_server``
+    at about 5% of a decode's CPU. cstrace does no linear algebra, so the pool
+    only costs. The variables must be set before NumPy is imported (OpenBLAS
+    reads them when it loads), which is why ``import cstrace`` and this module do
+    not import NumPy. A user's own setting wins (``setdefault``). Only the
+    command line does this: a library must not change its host's environment.
+    Worker processes (``--jobs``) inherit the setting.
+    """
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, "1")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
+    _one_blas_thread()
     parser = _build_parser()
     args = parser.parse_args(argv)
     err = sys.stderr

@@ -25,45 +25,102 @@ output: typed results (dataclasses). Nothing here prints: text is made by
 
 from __future__ import annotations
 
-from cstrace.analyses.calls import CallProfile, CallTracker, call_profile
-from cstrace.analyses.coverage import (
-    BranchCoverage,
-    Coverage,
-    CoverageCounter,
-    FileCoverage,
-    FunctionCoverage,
-    LineCoverage,
-    coverage_of_trace,
-)
-from cstrace.analyses.instructions import (
-    Disassembler,
-    Executed,
-    Passed,
-    RunWalker,
-    iter_executed,
-    walk_run,
-)
-from cstrace.analyses.loss import (
-    AddressRange,
-    LossCounter,
-    LossReport,
-    NotDecoded,
-    Occurrence,
-    Occurrences,
-    SourceLoss,
-    loss_report,
-)
-from cstrace.analyses.profile import (
-    BinaryProfile,
-    BranchSample,
-    BranchSampler,
-    Profile,
-    ProfileCounter,
-    image_resolver,
-    profile_trace,
-    resolver_for,
-)
-from cstrace.analyses.symbols import Function, SourceLine, Symbols
+from typing import TYPE_CHECKING
+
+# Each analysis is imported on first use (PEP 562 ``__getattr__`` below): the call
+# graph, symbols (pyelftools) and disassembly (capstone) are not loaded by a command
+# that needs only the loss report. Type checkers see plain imports.
+if TYPE_CHECKING:
+    from cstrace.analyses.calls import CallProfile, CallTracker, call_profile
+    from cstrace.analyses.coverage import (
+        BranchCoverage,
+        Coverage,
+        CoverageCounter,
+        FileCoverage,
+        FunctionCoverage,
+        LineCoverage,
+        coverage_of_trace,
+    )
+    from cstrace.analyses.instructions import (
+        Disassembler,
+        Executed,
+        Passed,
+        RunWalker,
+        iter_executed,
+        walk_run,
+    )
+    from cstrace.analyses.loss import (
+        AddressRange,
+        LossCounter,
+        LossReport,
+        NotDecoded,
+        Occurrence,
+        Occurrences,
+        SourceLoss,
+        loss_report,
+    )
+    from cstrace.analyses.profile import (
+        BinaryProfile,
+        BranchSample,
+        BranchSampler,
+        Profile,
+        ProfileCounter,
+        image_resolver,
+        profile_trace,
+        resolver_for,
+    )
+    from cstrace.analyses.symbols import Function, SourceLine, Symbols
+
+_LAZY_FROM: dict[str, tuple[str, ...]] = {
+    "cstrace.analyses.calls": (
+        "CallProfile",
+        "CallTracker",
+        "call_profile",
+    ),
+    "cstrace.analyses.coverage": (
+        "BranchCoverage",
+        "Coverage",
+        "CoverageCounter",
+        "FileCoverage",
+        "FunctionCoverage",
+        "LineCoverage",
+        "coverage_of_trace",
+    ),
+    "cstrace.analyses.instructions": (
+        "Disassembler",
+        "Executed",
+        "Passed",
+        "RunWalker",
+        "iter_executed",
+        "walk_run",
+    ),
+    "cstrace.analyses.loss": (
+        "AddressRange",
+        "LossCounter",
+        "LossReport",
+        "NotDecoded",
+        "Occurrence",
+        "Occurrences",
+        "SourceLoss",
+        "loss_report",
+    ),
+    "cstrace.analyses.profile": (
+        "BinaryProfile",
+        "BranchSample",
+        "BranchSampler",
+        "Profile",
+        "ProfileCounter",
+        "image_resolver",
+        "profile_trace",
+        "resolver_for",
+    ),
+    "cstrace.analyses.symbols": (
+        "Function",
+        "SourceLine",
+        "Symbols",
+    ),
+}
+"""The public names imported on first use, by the module that defines them."""
 
 __all__ = [
     "AddressRange",
@@ -102,3 +159,9 @@ __all__ = [
     "resolver_for",
     "walk_run",
 ]
+
+
+if not TYPE_CHECKING:  # type checkers see the imports above, and no catch-all attribute
+    from cstrace._lazy import lazy_exports as _lazy_exports
+
+    __getattr__, __dir__ = _lazy_exports(__name__, _LAZY_FROM, __all__)

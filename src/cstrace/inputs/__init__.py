@@ -19,22 +19,38 @@ trace came from.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cstrace.errors import SnapshotError
-from cstrace.inputs.detect import CaptureGuess, StreamGuess, detect_capture
-from cstrace.inputs.extras import Extras, add_extras, split_at
-from cstrace.inputs.package import open_trace_input, read_package
-from cstrace.inputs.package_write import PackageSummary, write_package
-from cstrace.inputs.perfdata import is_perf_data, open_perf_data, read_recording
-from cstrace.inputs.raw import RawOptions, open_raw
-from cstrace.inputs.snapshot import read_snapshot
-from cstrace.inputs.symbols import SymbolPaths, add_found_images
-from cstrace.inputs.zipfiles import Limits, ZipTree, is_zip
-from cstrace.memory.build import CodeMemories
-from cstrace.memory.locate import LogBinaries
-from cstrace.trace import Trace
+
+# The adapters are imported on first use (PEP 562, :mod:`cstrace._lazy`): decoding a
+# snapshot does not load the perf.data reader, raw-capture inference or the package writer.
+# Type checkers see plain imports.
+if TYPE_CHECKING:
+    from cstrace.inputs.detect import CaptureGuess, StreamGuess, detect_capture
+    from cstrace.inputs.extras import Extras, add_extras
+    from cstrace.inputs.package import open_trace_input, read_package
+    from cstrace.inputs.package_write import PackageSummary, write_package
+    from cstrace.inputs.perfdata import is_perf_data, open_perf_data, read_recording
+    from cstrace.inputs.raw import RawOptions, open_raw
+    from cstrace.inputs.snapshot import read_snapshot
+    from cstrace.inputs.symbols import SymbolPaths
+    from cstrace.inputs.zipfiles import Limits, ZipTree
+    from cstrace.trace import Trace
+
+_LAZY_FROM: dict[str, tuple[str, ...]] = {
+    "cstrace.inputs.detect": ("CaptureGuess", "StreamGuess", "detect_capture"),
+    "cstrace.inputs.extras": ("Extras", "add_extras"),
+    "cstrace.inputs.package": ("open_trace_input", "read_package"),
+    "cstrace.inputs.package_write": ("PackageSummary", "write_package"),
+    "cstrace.inputs.perfdata": ("is_perf_data", "open_perf_data", "read_recording"),
+    "cstrace.inputs.raw": ("RawOptions", "open_raw"),
+    "cstrace.inputs.snapshot": ("read_snapshot",),
+    "cstrace.inputs.symbols": ("SymbolPaths",),
+    "cstrace.inputs.zipfiles": ("Limits", "ZipTree"),
+}
+"""The public names imported on first use, by the module that defines them."""
 
 __all__ = [
     "CaptureGuess",
@@ -63,6 +79,9 @@ __all__ = [
 def is_raw_capture(path: str | Path) -> bool:
     """Whether ``path`` names a raw capture: a file that is not an ini file, a ZIP or a
     perf.data recording."""
+    from cstrace.inputs.perfdata import is_perf_data
+    from cstrace.inputs.zipfiles import is_zip
+
     p = Path(path)
     return (
         p.is_file()
@@ -87,9 +106,19 @@ def open_input(
     trace). ``symbols`` says where to look for the program images that a
     recording or an event log names (by build ID and name).
     """
+    from dataclasses import replace
+
+    from cstrace.inputs.extras import add_extras, split_at
+    from cstrace.inputs.package import open_trace_input
+    from cstrace.inputs.perfdata import is_perf_data
+    from cstrace.inputs.raw import RawOptions
+    from cstrace.inputs.symbols import SymbolPaths, add_found_images
+
     raw = raw or RawOptions()
     symbols = symbols or SymbolPaths()
     if is_raw_capture(path):
+        from cstrace.inputs.raw import open_raw
+
         trace = open_raw(path, raw, extras)
         return add_found_images(trace, symbols) if symbols else trace
     if raw.given():
@@ -110,6 +139,8 @@ def open_input(
                     raise SnapshotError("image file not found", path=t)
             symbols = replace(symbols, files=(*symbols.files, *plain))
             extras = replace(extras, images=[t for t in extras.images if t not in plain])
+        from cstrace.inputs.perfdata import open_perf_data
+
         trace = open_perf_data(path, symbols)
     else:
         trace = open_trace_input(path)
@@ -117,5 +148,14 @@ def open_input(
     trace = add_found_images(trace, symbols) if symbols else trace
     if trace.binaries is None and trace.has_exec_context and trace.events is not None:
         # A recording (or its package) knows where each process mapped its binaries.
+        from cstrace.memory.build import CodeMemories
+        from cstrace.memory.locate import LogBinaries
+
         trace = replace(trace, binaries=LogBinaries(CodeMemories(trace).locator()))
     return trace
+
+
+if not TYPE_CHECKING:  # type checkers see the imports above, and no catch-all attribute
+    from cstrace._lazy import lazy_exports as _lazy_exports
+
+    __getattr__, __dir__ = _lazy_exports(__name__, _LAZY_FROM, __all__)

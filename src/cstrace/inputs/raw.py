@@ -20,14 +20,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cstrace.capture import demux
 from cstrace.errors import Issue, IssueKind, Severity, SnapshotError
-from cstrace.inputs.detect import detect_capture
 from cstrace.inputs.extras import Extras, add_extras
 from cstrace.inputs.files import PathBlob
-from cstrace.inputs.infer import Inference, infer_source
 from cstrace.inputs.metadata import (
     BUFFER_FORMATS,
     Item,
@@ -41,6 +39,9 @@ from cstrace.memory.build import CodeMemories
 from cstrace.parsing import decode_text, parse_int
 from cstrace.protocols import protocol_name
 from cstrace.trace import Buffer, Inferred, Origin, Source, Trace
+
+if TYPE_CHECKING:
+    from cstrace.inputs.infer import Inference
 
 __all__ = ["RawOptions", "open_raw"]
 
@@ -161,6 +162,9 @@ def open_raw(path: str | Path, raw: RawOptions, extras: Extras | None = None) ->
     (images, memory) are added before the configuration of program-flow sources
     that the user did not fully describe is inferred (:mod:`.infer`).
     """
+    # Detection and inference are imported here: RawOptions, given to every input, stays light.
+    from cstrace.inputs.detect import detect_capture
+
     capture = Path(path)
     blob = PathBlob(capture)
     if not blob.exists():
@@ -347,6 +351,8 @@ def _user_keys(items: list[Item]) -> tuple[set[str], str | None, bool]:
 
 def _infer(trace: Trace, pending: list[_Pending], single: bool, label: int | None) -> Trace:
     """``trace`` with a source for each pending one, configured by inference."""
+    from cstrace.inputs.infer import infer_source
+
     buffer = trace.buffers[0]
     data = bytearray()
     for block in buffer.blocks():
