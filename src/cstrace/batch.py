@@ -1126,7 +1126,7 @@ def iter_batches(
         yield builder.flush()
 
 
-_RANGE_U8 = ("last_exec", "last_cond")
+_RANGE_U8 = ("last_exec", "last_cond", "cycle_count_valid")
 """Boolean columns that :func:`~cstrace.rows.fill_ranges` writes as bytes."""
 
 
@@ -1150,6 +1150,8 @@ def _rows_batch(items: list[Any], trace_id: int) -> ElementBatch:
         columns["last_type"],
         columns["last_subtype"],
         u8["last_cond"],
+        columns["cycle_count"],
+        u8["cycle_count_valid"],
         obj_rows,
         objs,
     )

@@ -735,8 +735,8 @@ def _run_lines(
     """The output lines of one run of ``decode`` (none for ``null``: the run is decoded)."""
     tid = run.trace_id
     if args.format == "null":
-        # Decoded into element batches (columns), which nothing writes.
-        deque(run.batches(), maxlen=0)
+        # Decoded into the decoder's element rows (cstrace.rows), which nothing writes.
+        deque(run.rows(), maxlen=0)
         return
     from cstrace.render.ocsd import listing_lines
     from cstrace.render.text import HEADER, HEADER_CONTEXT, json_line, text_line

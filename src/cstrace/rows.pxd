@@ -13,7 +13,7 @@ cpdef list expand(list items)
 cpdef Py_ssize_t scan(list items, list objects)
 
 
-@cython.locals(n=Py_ssize_t, i=Py_ssize_t, row=Py_ssize_t, t=tuple)
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, row=Py_ssize_t, t=tuple, cc=object)
 cpdef Py_ssize_t fill_ranges(
     list items,
     unsigned char[:] types,
@@ -27,6 +27,8 @@ cpdef Py_ssize_t fill_ranges(
     unsigned char[:] last_type,
     unsigned char[:] last_subtype,
     unsigned char[:] last_cond,
+    unsigned long long[:] cycle_count,
+    unsigned char[:] cycle_count_valid,
     list obj_rows,
     list objects,
 )

@@ -76,16 +76,19 @@ def fill_ranges(
     last_type: Any,
     last_subtype: Any,
     last_cond: Any,
+    cycle_count: Any,
+    cycle_count_valid: Any,
     obj_rows: list[int],
     objects: list[Any],
 ) -> int:
-    """Write the ``INSTR_RANGE`` items of ``items`` into columns; return the rows written.
+    """Write the ``INSTR_RANGE`` elements of ``items`` into columns; return the rows written.
 
     The columns (one-dimensional arrays with room for ``len(items)`` rows; the
     boolean ones as ``uint8``) get one row per element, in order: the range
-    rows are written here (type 5, ``INSTR_RANGE``); an element object only
-    takes its row, whose number goes to ``obj_rows`` and the object to
-    ``objects``, for the caller to fill.
+    rows are written here (type 5, ``INSTR_RANGE``), whether given as two items
+    or as an :class:`~cstrace.elements.InstrRange` object; any other element
+    object only takes its row, whose number goes to ``obj_rows`` and the object
+    to ``objects``, for the caller to fill.
     """
     n = len(items)
     row = 0
@@ -106,6 +109,23 @@ def fill_ranges(
             last_subtype[row] = t[7]
             last_cond[row] = t[8]
             i += 2
+        elif type(x) is InstrRange:
+            types[row] = 5
+            offset[row] = x.offset
+            start[row] = x.start
+            end[row] = x.end
+            num_instr[row] = x.num_instr
+            isa[row] = x.isa
+            last_exec[row] = x.last_exec
+            last_size[row] = x.last_size
+            last_type[row] = x.last_type
+            last_subtype[row] = x.last_subtype
+            last_cond[row] = x.last_cond
+            cc = x.cycle_count
+            if cc is not None:
+                cycle_count[row] = cc
+                cycle_count_valid[row] = 1
+            i += 1
         else:
             obj_rows.append(row)
             objects.append(x)

@@ -72,6 +72,8 @@ def test_fill_ranges_writes_range_rows_and_leaves_object_rows() -> None:
         "last_type": np.zeros(n, np.uint8),
         "last_subtype": np.zeros(n, np.uint8),
         "last_cond": np.zeros(n, np.uint8),
+        "cycle_count": np.zeros(n, np.uint64),
+        "cycle_count_valid": np.zeros(n, np.uint8),
     }
     rows: list[int] = []
     objs: list[object] = []
@@ -84,6 +86,21 @@ def test_fill_ranges_writes_range_rows_and_leaves_object_rows() -> None:
     assert cols["isa"][1] == Isa.A64 and cols["isa"][2] == Isa.T32
     assert cols["last_exec"][:3].tolist() == [0, 1, 0]
     assert cols["last_subtype"][2] == InstrSubtype.V8_RET and cols["last_cond"][2] == 1
+    assert not cols["cycle_count_valid"].any()
+
+
+def test_fill_ranges_takes_range_objects_with_cycle_counts() -> None:
+    items: list[object] = [InstrRange(7, *RANGE_N, 99), 8, RANGE_E, InstrRange(9, *RANGE_E)]
+    n = len(items)
+    cols = [np.zeros(n, t) for t in ("u1", "i8", "u8", "u8", "u4", *["u1"] * 6, "u8", "u1")]
+    rows: list[int] = []
+    assert fill_ranges(items, *cols, rows, []) == 3
+    assert rows == []
+    types, offset, start = cols[0], cols[1], cols[2]
+    cycle_count, valid = cols[11], cols[12]
+    assert types[:3].tolist() == [5, 5, 5] and offset[:3].tolist() == [7, 8, 9]
+    assert start[:3].tolist() == [0x2000, 0x1000, 0x1000]
+    assert cycle_count[:3].tolist() == [99, 0, 0] and valid[:3].tolist() == [1, 0, 0]
 
 
 @pytest.mark.parametrize("size", [1, 2, 5, 100])
@@ -94,6 +111,12 @@ def test_batches_from_rows_equal_batches_from_objects(size: int) -> None:
     want = ElementBatch.from_elements(expand(items), 0x12)
     assert ElementBatch.concat(got).equals(want)
     assert ElementBatch.concat(got).to_elements() == expand(items)
+
+
+def test_batches_from_rows_with_range_objects_equal_batches_from_objects() -> None:
+    elems = [*expand(_items()), InstrRange(20, *RANGE_N, 1234)]
+    got = list(batches_from_rows([elems[:4], elems[4:]], 0x10, 3))
+    assert ElementBatch.concat(got).equals(ElementBatch.from_elements(elems, 0x10))
 
 
 def test_batches_from_rows_refuses_a_size_below_one() -> None:
