@@ -563,17 +563,11 @@ class _Tally:
 
     def count_elements(self, source: Iterable[Element]) -> Iterator[Element]:
         """``source``, counted; when it ends before its packets do, the rest is counted too."""
-        get = self.element_handlers.get
-        n = 0
+        totals = [0, 0]
         try:
-            for e in source:
-                n += 1
-                handler = get(type(e))
-                if handler is not None:
-                    handler(e)
-                yield e
+            yield from counted(source, self.element_handlers, totals)
         finally:
-            self.elements += n
+            self.elements += totals[0]
         self._count_rest()
 
     def count_rows(self, source: Iterable[list[Any]]) -> Iterator[list[Any]]:
