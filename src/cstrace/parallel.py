@@ -96,7 +96,7 @@ class PieceInfo:
     joined: bool
     """Whether the next piece may follow it."""
     last: int | None
-    """Capture index of its last packet."""
+    """It gave every packet up to this capture index (where a decode done again starts)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -362,7 +362,8 @@ def plan_split(run: SourceRun, pieces: int, min_size: int = 0) -> SplitPlan | No
 
 class Piece:
     """The decode of one piece of a run: one reader and one decoder, shared by the two
-    functions of its :class:`PieceSpec` (the packets it reads are decoded as they are read).
+    functions of its :class:`PieceSpec` (decode its elements, not only its packets: the
+    states are compared where the decoder has decoded the gate packet).
 
     ``start`` says where decoding starts: 0, at the start of the stream with the run's
     own context (as a serial decode); ``k``, at cut ``k - 1`` with a fresh decoder. Only
@@ -400,7 +401,7 @@ class Piece:
         """The cut at whose gate (or just after) the decode ended; None: at the end of the
         stream (or not yet)."""
         self.last: int | None = None
-        """Capture index of the last packet given."""
+        """Where the decode stopped: it gave every packet up to this capture index."""
         self.at_end = False
         """Whether the decode went to the end of the stream (its end-of-trace elements too)."""
         self._pending: list[Element] = []
@@ -412,82 +413,102 @@ class Piece:
         """Whether this piece starts the run's output."""
         return self.start == 0 and self.after is None
 
-    def _decode(self, pkt: Packet) -> list[Element]:
-        """The elements ``pkt`` gives, diagnostics where the reference logs them."""
-        dec = self.decoder
-        out: list[Element] = dec.decode(pkt)
-        log = dec.log
-        if not log:
-            return out
-        items: list[Element] = []
-        done = 0
-        for pos, diag in log:
-            items.extend(out[done:pos])
-            done = max(done, pos)
-            items.append(diag)
-        log.clear()
-        items.extend(out[done:])
-        return items
-
     def iter_packets(self, stream: Stream, config: Any, complete: bool) -> Iterator[Packet]:
-        """The packets of the piece (each decoded as it is read)."""
+        """The packets of the piece.
+
+        Those up to ``after`` are decoded here, in silence. The others are decoded
+        by :meth:`iter_elements` as it takes them: when this generator resumes
+        after giving a gate packet, the decoder has decoded it (checked: its
+        ``last_idx``), and the states are compared there.
+        """
         from cstrace.protocols.etmv4.reader import iter_packets
 
         st = self.reader_state
+        dec = self.decoder
         cuts = self.plan.cuts
-        begin = cuts[self.start - 1] if self.start else None
-        after = self.after
         reader: Iterator[Packet] = iter_packets(stream, config, complete, st)
-        first: Packet | None = None
-        for quiet in reader:
-            if after is not None and quiet.offset <= after:
-                self._decode(quiet)
-                if begin is not None and quiet.offset == begin.gate:
-                    self.start_ok = (
-                        len(quiet.raw) == begin.gate_size
-                        and _cut_state(st, self.decoder) == begin.state
-                    )
-                continue
-            first = quiet
-            break
+        pkt: Packet | None = None
+        if self.after is None:
+            pkt = next(reader, None)
+        else:
+            pkt = self._quiet(reader, self.after)
+        self._glue = False
         ends = iter(self.ends)
         end = next(ends, None)
-        stopping = False  # the decode ends once no diagnostic waits for a line after it
-        pkt = first
         while pkt is not None:
-            while not stopping and end is not None and pkt.offset > cuts[end].gate:
+            if end is None:
+                yield pkt
+                yield from reader
+                pkt = None
+                break
+            cut = cuts[end]
+            gate = cut.gate
+            if pkt.offset < gate:
+                yield pkt
+                for pkt in reader:
+                    if pkt.offset >= gate:
+                        break
+                    yield pkt
+                else:
+                    pkt = None
+                continue
+            if pkt.offset > gate:
                 # No packet at that gate: the states cannot agree there.
                 if self.adaptive:
                     end = next(ends, None)
-                else:
-                    self.stopped = end
-                    stopping = True
-            if stopping and not self._glue:
+                    continue
+                self.stopped = end
+                self.last = gate  # every packet up to the gate was given
+                yield from self._unglue(pkt, reader)
                 return
-            items = self._decode(pkt)
-            if items:
-                self._glue = type(items[-1]) is Diagnostic
-            self._pending = items
-            self._pending_for = pkt
-            self.last = pkt.offset
             yield pkt
-            if not stopping and end is not None and pkt.offset == cuts[end].gate:
-                cut = cuts[end]
-                agree = (
-                    len(pkt.raw) == cut.gate_size
-                    and not self._glue
-                    and _cut_state(st, self.decoder) == cut.state
-                )
-                if agree or not self.adaptive:
-                    self.stopped = end
-                    self.joined = agree
-                    stopping = True
-                else:
-                    end = next(ends, None)
-            if stopping and not self._glue:
+            agree = (
+                dec.last_idx == gate
+                and len(pkt.raw) == cut.gate_size
+                and not self._glue
+                and _cut_state(st, dec) == cut.state
+            )
+            if agree or not self.adaptive:
+                self.stopped = end
+                self.joined = agree
+                self.last = gate
+                yield from self._unglue(next(reader, None), reader)
                 return
+            end = next(ends, None)
             pkt = next(reader, None)
-        # The end of the stream: this piece ends the run.
+        self._to_end()
+
+    def _quiet(self, reader: Iterator[Packet], after: int) -> Packet | None:
+        """Decode, dropping their elements, the packets up to capture index ``after`` (and
+        check the start); the first packet after it."""
+        dec = self.decoder
+        decode = dec.decode
+        log = dec.log
+        begin = self.plan.cuts[self.start - 1] if self.start else None
+        for pkt in reader:
+            if pkt.offset > after:
+                return pkt
+            decode(pkt)
+            log.clear()
+            if begin is not None and pkt.offset == begin.gate:
+                self.start_ok = (
+                    len(pkt.raw) == begin.gate_size
+                    and _cut_state(self.reader_state, dec) == begin.state
+                )
+        return None
+
+    def _unglue(self, pkt: Packet | None, reader: Iterator[Packet]) -> Iterator[Packet]:
+        """Where the decode stops: after the line a diagnostic waits for, if one does
+        (``pkt``: the next packet)."""
+        while self._glue and pkt is not None:
+            yield pkt
+            self.last = pkt.offset
+            pkt = next(reader, None)
+        if pkt is None:
+            self._to_end()
+
+    def _to_end(self) -> None:
+        """The decode went to the end of the stream: this piece ends the run."""
         self.stopped = None
         self.joined = False
         self.at_end = True
@@ -495,14 +516,30 @@ class Piece:
     def iter_elements(
         self, packets: Iterable[Packet], config: Any, context: DecodeContext
     ) -> Iterator[Element]:
-        """The elements of the piece's packets, then end of trace if the piece ends the run."""
+        """The elements of the piece's packets (diagnostics where the reference logs
+        them), then end of trace if the piece ends the run."""
+        dec = self.decoder
+        decode = dec.decode
+        log = dec.log
+        glue = False  # the last element given was a diagnostic (a listing glues it on)
         for pkt in packets:
-            if pkt is not self._pending_for:
-                raise RuntimeError("a piece's elements come from its own packets only")
-            yield from self._pending
-            self._pending = []
+            out = decode(pkt)
+            if log:
+                done = 0
+                for pos, diag in log:
+                    yield from out[done:pos]
+                    done = max(done, pos)
+                    yield diag
+                glue = done >= len(out)
+                log.clear()
+                yield from out[done:]
+                self._glue = glue
+            elif out:
+                if glue:
+                    glue = self._glue = False
+                yield from out
         if self.at_end:
-            yield from self.decoder.finish()
+            yield from dec.finish()
 
 
 @dataclass(frozen=True)
