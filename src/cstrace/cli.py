@@ -396,7 +396,8 @@ def _build_parser() -> argparse.ArgumentParser:
         "--jobs",
         type=int,
         metavar="N",
-        help="decode the trace IDs on N processes, the output identical to a serial decode "
+        help="decode the trace IDs on N processes, a long ETMv4/ETE stream cut into N pieces "
+        "at synchronisation points, the output identical to a serial decode "
         "(default: the number of CPUs, for captures of 256 KiB or more; 1: serial)",
     )
     dec.add_argument(
