@@ -34,8 +34,11 @@ the reference: below 1 means cstrace is faster):
   the decode of everything (``--before-sync decode``, the element formats'
   default): waiting for synchronisation, both decoders stop early in the
   repeated capture.
-- **jobs** (cases with several busy trace IDs): ``--format null --jobs 2``
-  against ``--jobs 1``, by wall time.
+- **jobs** (cases with several busy trace IDs, and ETMv4, whose one busy
+  stream is cut at synchronisation points and decoded in pieces:
+  :mod:`cstrace.split`): ``--format null --jobs 2`` against ``--jobs 1``, by
+  wall time; for ETMv4 also the listing, ``--format ocsd --jobs 2 -o FILE``
+  against ``--jobs 1``.
 
 Process start is included for everyone. The reference is whatever OpenCSD is
 installed (1.3.3 on Debian bookworm, which has no ITM decoder: that case has
@@ -76,10 +79,12 @@ class Case:
     snapshot: str
     times: int
     several_ids: bool = False
+    split: bool = False
+    """Its busy stream is long enough to be cut into pieces with ``--jobs 2``."""
 
 
 CASES = (
-    Case("ETMv4", "bugfix-exact-match", 1),
+    Case("ETMv4", "bugfix-exact-match", 1, split=True),
     Case("ETMv3+PTM", "TC2", 32, several_ids=True),
     Case("PTM", "Snowball", 128),
     Case("STM", "stm_only", 32),
@@ -238,7 +243,7 @@ def bench_case(
             str(out),
         ],
     }
-    if case.several_ids:
+    if case.several_ids or case.split:
         contenders["cstrace elements (null, jobs 2)"] = [
             *cs,
             "--format",
@@ -246,6 +251,16 @@ def bench_case(
             "--jobs",
             "2",
             *wait,
+        ]
+    if case.split:
+        contenders["cstrace listing (ocsd -o FILE, jobs 2)"] = [
+            *cs,
+            "--format",
+            "ocsd",
+            "--jobs",
+            "2",
+            "-o",
+            str(out),
         ]
     everything = "cstrace elements (null, before sync decoded)"
     if case.label in ("STM", "ITM"):
@@ -316,11 +331,18 @@ def bench_case(
             f"   ratio listing cstrace/reference:  {min(listing.wall) / min(ref.wall):.2f} wall, "
             f"{min(listing.cpu) / min(ref.cpu):.2f} CPU"
         )
-    if case.several_ids:
+    if case.several_ids or case.split:
         two = results["cstrace elements (null, jobs 2)"]
+        how = "one stream cut in two" if case.split else "trace IDs"
         print(
             f"   speed-up --jobs 2 over --jobs 1:   {min(null.wall) / min(two.wall):.2f} wall "
-            f"(CPU {min(two.cpu):.3f} s against {min(null.cpu):.3f} s)"
+            f"(CPU {min(two.cpu):.3f} s against {min(null.cpu):.3f} s; {how})"
+        )
+    if case.split:
+        two = results["cstrace listing (ocsd -o FILE, jobs 2)"]
+        print(
+            f"   listing --jobs 2 over --jobs 1:    {min(listing.wall) / min(two.wall):.2f} wall "
+            f"(CPU {min(two.cpu):.3f} s against {min(listing.cpu):.3f} s)"
         )
 
 

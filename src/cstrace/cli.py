@@ -41,10 +41,8 @@ if TYPE_CHECKING:
     from cstrace.parallel import ParallelDecode, RunWork
     from cstrace.parquet import ParquetSink
     from cstrace.protocols import DecodeOptions
+    from cstrace.split import SplitPlan
     from cstrace.trace import Buffer, Trace
-
-if TYPE_CHECKING:
-    from cstrace.execution import ContextTracker
 
 __all__ = ["main"]
 
@@ -398,7 +396,8 @@ def _build_parser() -> argparse.ArgumentParser:
         "--jobs",
         type=int,
         metavar="N",
-        help="decode the trace IDs on N processes, the output identical to a serial decode "
+        help="decode the trace IDs on N processes, a long ETMv4/ETE stream cut into N pieces "
+        "at synchronisation points, the output identical to a serial decode "
         "(default: the number of CPUs, for captures of 256 KiB or more; 1: serial)",
     )
     dec.add_argument(
@@ -780,6 +779,46 @@ class _RunCounts:
 
     loss: SourceLoss | None
     missing: Counter[tuple[str, str | None]]
+    hits: dict[int, list[int]] | None = None
+    """For a piece of a run: the code addresses no image covered (to merge its counts)."""
+
+
+def _merge_counts(parts: Sequence[object], plan: SplitPlan) -> object:
+    """The counts of a run cut into pieces (:mod:`cstrace.split`), from its pieces' counts."""
+    from cstrace.analyses.loss import merge_losses
+
+    counts = [p for p in parts if isinstance(p, _RunCounts)]
+    missing: Counter[tuple[str, str | None]] = Counter()
+    for c in counts:
+        missing.update(c.missing)
+    losses = [(c.loss, c.hits or {}) for c in counts if c.loss is not None]
+    return _RunCounts(merge_losses(losses, plan.size) if losses else None, missing)
+
+
+def _piece_lines(lines: Iterator[str], run: SourceRun, args: argparse.Namespace) -> Iterator[str]:
+    """``lines`` of a run, or of a piece of a cut run (:mod:`cstrace.split`): a piece after
+    the first leaves out the run's header (text), one that does not end the run its end
+    of trace line (listing)."""
+    from cstrace.split import piece_of
+
+    piece = piece_of(run)
+    if piece is None:
+        yield from lines
+        return
+    if args.format == "text" and not piece.first:
+        # "# source ..." and the column header come before any element.
+        next(lines, None)
+        next(lines, None)
+    if args.format != "ocsd":
+        yield from lines
+        return
+    held = next(lines, None)
+    for line in lines:
+        assert held is not None
+        yield held
+        held = line
+    if held is not None and piece.at_end:
+        yield held
 
 
 def _run_work(args: argparse.Namespace, who: bool, count: bool) -> RunWork:
@@ -805,10 +844,11 @@ def _run_work(args: argparse.Namespace, who: bool, count: bool) -> RunWork:
                 sink.write_run(run)
         else:
             with open(path, "w", encoding="utf-8", newline="\n") as out:
-                _write(_run_lines(run, args, tracker), out)
+                _write(_piece_lines(_run_lines(run, args, tracker), run, args), out)
         loss = counter.report().sources[0] if counter is not None else None
         grew = missing - before if missing is not None and before is not None else Counter()
-        return _RunCounts(loss, grew)
+        hits = counter.address_hits() if counter is not None else None
+        return _RunCounts(loss, grew, hits)
 
     return work
 
@@ -904,12 +944,19 @@ def _parallel(
         jobs = os.cpu_count() or 1
     if jobs < 1:
         raise CstraceError(f"--jobs {jobs}: must be at least 1")
-    if jobs == 1 or len({tid for tid, _ in plan}) < 2:
+    if jobs == 1:
         return None
     # Imported only now: a serial decode does without multiprocessing.
-    from cstrace.parallel import ParallelDecode, can_fork, lanes_of
+    from cstrace.parallel import ParallelDecode, can_fork, lanes_of, split_plans
 
     if not can_fork():
+        return None
+    # A long run is cut at synchronisation points (not for Parquet, whose row groups
+    # would follow the pieces, nor when who ran is followed from element to element).
+    splits = {}
+    if args.format != "parquet" and not trace.has_exec_context:
+        splits = split_plans(trace, buffers, _options(args), jobs, _split_min())
+    if len({tid for tid, _ in plan}) < 2 and not splits:
         return None
     # None: two runs of one trace ID in a buffer would share a decoder; serial then.
     lanes = lanes_of(trace, buffers, _options(args))
@@ -930,7 +977,19 @@ def _parallel(
         lanes,
         jobs,
         reopen=reopen,
+        splits=splits,
+        merge=_merge_counts,
     )
+
+
+def _split_min() -> int:
+    """Bytes a run's stream needs to be cut into pieces with ``--jobs``: 256 KiB, or the
+    environment's ``CSTRACE_SPLIT_MIN``."""
+    value = os.environ.get("CSTRACE_SPLIT_MIN", "")
+    try:
+        return int(value) if value else 256 * 1024
+    except ValueError:
+        raise CstraceError(f"CSTRACE_SPLIT_MIN={value!r}: not a number of bytes") from None
 
 
 @dataclass(frozen=True, slots=True)

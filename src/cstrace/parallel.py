@@ -16,6 +16,15 @@ a file of a temporary folder. The parent reads the files back in the serial
 order; every run's output is then exactly what a serial decode gives, and
 memory stays flat (a run's output goes to disk, not to a list).
 
+One long run can also be cut at synchronisation points (:mod:`cstrace.split`):
+its lane is then replaced by one task per piece, each written to its own
+file. The parent reads the pieces back in order and checks each join: a
+piece is used when the piece before it ended, at the cut's gate, in the
+state the piece started from; otherwise the parent decodes that part again
+itself, serially from the true state (:func:`~cstrace.split.fallback_run`),
+until a later join holds. The pieces' results are put together by the
+``merge`` function given to the pool.
+
 Workers are forked (POSIX only): they share the parent's opened trace and the
 ``work`` function as they were when the pool started, so nothing is pickled
 on the way in; only each run's :class:`RunDone` comes back through a queue.
@@ -40,15 +49,19 @@ from cstrace.capture.stream import Stream, WrappedStream
 from cstrace.decode import Session, SourceRun
 from cstrace.errors import Issue
 from cstrace.protocols import DecodeOptions
+from cstrace.split import SplitPlan, fallback_run, piece_of, piece_run, plan_split
 from cstrace.trace import Buffer, Trace
 
 __all__ = [
     "ParallelDecode",
+    "PieceInfo",
     "RunDone",
+    "RunMerge",
     "RunWork",
     "can_fork",
     "lanes_of",
     "read_chunks",
+    "split_plans",
     "watch_progress",
 ]
 
@@ -62,8 +75,28 @@ It writes the run's output to the file ``path`` and returns a picklable
 result (counts, say); ``progress`` may be called with the bytes done.
 """
 
+RunMerge = Callable[[Sequence[object], SplitPlan], object]
+"""Puts together the results of the pieces of a run cut by a :class:`SplitPlan`, in order."""
+
 CHUNK = 1 << 20
 """Bytes read at a time from a run's output file."""
+
+
+@dataclass(frozen=True, slots=True)
+class PieceInfo:
+    """How the decode of a piece of a run went (:class:`~cstrace.split.Piece`)."""
+
+    number: int
+    """The piece's number (for a decode done again: the number of the piece it started as)."""
+    start: int
+    """Where its decode started (the :class:`~cstrace.split.Piece` ``start``)."""
+    start_ok: bool
+    stopped: int | None
+    """The cut it ended at; None: the end of the run."""
+    joined: bool
+    """Whether the next piece may follow it."""
+    last: int | None
+    """It gave every packet up to this capture index (where a decode done again starts)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +114,8 @@ class RunDone:
     """What the run's work returned."""
     worker: int
     """The process ID of the worker that decoded the run."""
+    piece: PieceInfo | None = None
+    """For a piece of a run, how it went."""
 
 
 def can_fork() -> bool:
@@ -104,6 +139,42 @@ def lanes_of(trace: Trace, buffers: Sequence[Buffer], options: DecodeOptions) ->
     return list(lanes)
 
 
+def split_plans(
+    trace: Trace,
+    buffers: Sequence[Buffer],
+    options: DecodeOptions,
+    pieces: int,
+    min_size: int,
+) -> dict[int, SplitPlan]:
+    """Where to cut the long runs of a decode into ``pieces`` pieces, by trace ID.
+
+    Only a trace ID with one run in all of ``buffers`` is cut (the runs of one
+    trace ID share a decoder's state), when :func:`~cstrace.split.plan_split`
+    finds cuts in it: its protocol supports them, its stream holds at least
+    ``min_size`` bytes.
+    """
+    plans: dict[int, SplitPlan] = {}
+    if pieces < 2:
+        return plans
+    session = Session(trace, options)
+    seen: dict[int, Buffer | None] = {}
+    for buffer in buffers:
+        for tid in session.run_ids(buffer):
+            seen[tid] = None if tid in seen else buffer
+    for buffer in buffers:
+        if buffer.size() < min_size:
+            continue
+        wanted = {tid for tid, b in seen.items() if b is buffer}
+        if not wanted:
+            continue
+        for run in session.open_buffer(buffer).runs:
+            if run.trace_id in wanted:
+                plan = plan_split(run, pieces, min_size)
+                if plan is not None:
+                    plans[run.trace_id] = plan
+    return plans
+
+
 @dataclass
 class _Job:
     trace: Trace
@@ -116,6 +187,7 @@ class _Job:
     queue: Any
     """The multiprocessing queue workers report on."""
     interval: float
+    splits: dict[int, SplitPlan]
 
 
 _JOB: _Job | None = None
@@ -158,6 +230,38 @@ def _decode_lane(lane: int) -> int:
     return lane
 
 
+def _decode_piece(lane: int, number: int, index: int, buffer_name: str) -> int:
+    """Worker: decode piece ``number`` of the run of trace ID ``lane`` (run ``index``, in
+    buffer ``buffer_name``) into its file."""
+    job = _JOB
+    assert job is not None, "worker started without a job"
+    put = job.queue.put
+    try:
+        trace = job.trace if job.reopen is None else job.reopen()
+        session = Session(trace, job.options)
+        plan = job.splits[lane]
+        for run in session.open_buffer(trace.buffer(buffer_name)).runs:
+            if run.trace_id == lane:
+                piece = piece_run(run, plan, number)
+                path = os.path.join(job.folder, f"run-{index}-{number}")
+                result = job.work(session, piece, path, _progress(put, index, job.interval))
+                issues = tuple(session.new_issues())
+                info = _piece_info(number, piece)
+                put(("piece", lane, RunDone(index, path, issues, result, os.getpid(), info)))
+                break
+        else:
+            raise RuntimeError(f"no run of trace ID {lane:#x} in buffer {buffer_name}")
+    except BaseException as exc:
+        put(("error", lane, _portable(exc)))
+    return lane
+
+
+def _piece_info(number: int, run: SourceRun) -> PieceInfo:
+    piece = piece_of(run)
+    assert piece is not None
+    return PieceInfo(number, piece.start, piece.start_ok, piece.stopped, piece.joined, piece.last)
+
+
 def _progress(put: Callable[[Any], None], index: int, interval: float) -> Progress:
     """A progress callback that reports at most every ``interval`` seconds."""
     last = [0.0]
@@ -176,7 +280,9 @@ class ParallelDecode:
 
     Use as a context manager; :meth:`wait` gives run ``i`` (the serial order)
     once its worker is done with it. ``jobs`` is the number of worker
-    processes (at most one per lane). ``reopen``, when given, opens the trace
+    processes (at most one per task: a lane, or a piece of a run cut by
+    ``splits``, the plans of :func:`split_plans` by trace ID, whose results
+    ``merge`` puts together). ``reopen``, when given, opens the trace
     again in each worker instead of sharing the parent's (a ZIP package keeps
     its file open, and forked processes would share its file position). The
     folder of output files is removed, and the workers stopped, on exit.
@@ -193,6 +299,8 @@ class ParallelDecode:
         *,
         reopen: Callable[[], Trace] | None = None,
         interval: float = 0.2,
+        splits: dict[int, SplitPlan] | None = None,
+        merge: RunMerge | None = None,
     ) -> None:
         self._trace = trace
         self._buffers = list(buffers)
@@ -200,9 +308,26 @@ class ParallelDecode:
         self._work = work
         self._reopen = reopen
         self._lanes = list(lanes)
-        self.jobs = max(1, min(jobs, len(self._lanes)))
+        self._splits = {t: p for t, p in (splits or {}).items() if t in self._lanes}
+        self._merge = merge
+        # Where each cut run is: its index in the serial order and its buffer.
+        self._where: dict[int, tuple[int, str]] = {}
+        if self._splits:
+            session = Session(trace, options)
+            index = 0
+            for buffer in self._buffers:
+                for tid in session.run_ids(buffer):
+                    if tid in self._splits:
+                        self._where[tid] = (index, buffer.name)
+                    index += 1
+        tasks = sum(self._splits[t].pieces if t in self._splits else 1 for t in self._lanes)
+        self.jobs = max(1, min(jobs, tasks))
         self._interval = interval
         self._done: dict[int, RunDone] = {}
+        self._pieces: dict[tuple[int, int], RunDone] = {}
+        self._session: Session | None = None
+        """The parent's own session, for the parts of cut runs it decodes again."""
+        self._fallbacks = 0
         self._failed: dict[int, BaseException] = {}
         self._futures: list[Future[int]] = []
         self._folder: str | None = None
@@ -224,10 +349,18 @@ class ParallelDecode:
             self._folder,
             self._queue,
             self._interval,
+            self._splits,
         )
         try:
-            self._pool = ProcessPoolExecutor(self.jobs, mp_context=ctx)
-            self._futures = [self._pool.submit(_decode_lane, lane) for lane in self._lanes]
+            pool = self._pool = ProcessPoolExecutor(self.jobs, mp_context=ctx)
+            for lane in self._lanes:
+                plan = self._splits.get(lane)
+                if plan is None:
+                    self._futures.append(pool.submit(_decode_lane, lane))
+                    continue
+                index, name = self._where[lane]
+                for number in range(plan.pieces):
+                    self._futures.append(pool.submit(_decode_piece, lane, number, index, name))
         finally:
             _JOB = None
         return self
@@ -263,6 +396,14 @@ class ParallelDecode:
 
         A worker's exception is raised here, when the run it stopped is waited for.
         """
+        if lane in self._splits:
+            pieces = self._cut_run(index, lane, progress, text=False)
+            while True:
+                try:
+                    next(pieces)
+                except StopIteration as end:
+                    done: RunDone = end.value
+                    return done
         while not self._poll(index, lane, progress, 0.5):
             pass
         return self._done.pop(index)
@@ -276,12 +417,28 @@ class ParallelDecode:
         The first run's output comes as it is made, not when the run is over.
         """
         assert self._folder is not None, "not started"
-        path = os.path.join(self._folder, f"run-{index}")
+        if lane in self._splits:
+            return (yield from self._cut_run(index, lane, progress, text=True))
+        return (yield from self._follow_file(index, lane, f"run-{index}", progress))
+
+    def _follow_file(
+        self,
+        index: int,
+        lane: int,
+        name: str,
+        progress: Callable[[int, int], None] | None,
+        piece: int | None = None,
+    ) -> Generator[str, None, RunDone]:
+        """The text of file ``name`` of the output folder while a worker writes it; returns
+        run ``index`` (or its piece ``piece``) once it is done."""
+        assert self._folder is not None, "not started"
+        path = os.path.join(self._folder, name)
+        key = index if piece is None else (index, piece)
         text: TextIO | None = None
         rest = ""
         try:
             while True:
-                finished = self._poll(index, lane, progress, 0.05)
+                finished = self._poll(key, lane, progress, 0.05)
                 if text is None and os.path.exists(path):
                     text = open(path, encoding="utf-8", newline="")  # noqa: SIM115
                 if text is not None:
@@ -298,23 +455,114 @@ class ParallelDecode:
         finally:
             if text is not None:
                 text.close()
-        done = self._done.pop(index)
+        done = self._done.pop(index) if piece is None else self._pieces.pop((index, piece))
         if text is None:  # done before it was seen: read it whole
             yield from read_chunks(done.path)
         elif rest:
             yield rest
         return done
 
-    def _poll(
+    def _cut_run(
         self,
         index: int,
         lane: int,
         progress: Callable[[int, int], None] | None,
+        *,
+        text: bool,
+    ) -> Generator[str, None, RunDone]:
+        """The text (when ``text``) of run ``index``, cut into pieces, its pieces joined in
+        order; returns the run, its pieces' results merged.
+
+        The first piece's text comes as it is written; each later piece is read once
+        it is done and its start is known to join the piece before it. Where a join
+        fails, the parent decodes that part again (:meth:`_decode_again`).
+        """
+        plan = self._splits[lane]
+        used: list[RunDone] = []
+        done = yield from self._piece_text(index, lane, 0, progress, text)
+        while True:
+            used.append(done)
+            info = done.piece
+            assert info is not None
+            if info.stopped is None:
+                break
+            after = None
+            if info.joined:
+                number = info.stopped + 1
+                while not self._poll((index, number), lane, progress, 0.5):
+                    pass
+                after = self._pieces.pop((index, number))
+                assert after.piece is not None
+                if not after.piece.start_ok:
+                    os.unlink(after.path)
+                    after = None
+            if after is None:
+                after = self._decode_again(index, lane, plan, info)
+            if text:
+                yield from read_chunks(after.path)
+            done = after
+        issues: list[Issue] = []
+        for part in used:
+            issues.extend(i for i in part.issues if i not in issues)
+        for part in used[:-1]:
+            os.unlink(part.path)
+        results = [part.result for part in used]
+        result = self._merge(results, plan) if self._merge is not None else results
+        last = used[-1]
+        return RunDone(index, last.path, tuple(issues), result, last.worker)
+
+    def _piece_text(
+        self,
+        index: int,
+        lane: int,
+        number: int,
+        progress: Callable[[int, int], None] | None,
+        text: bool,
+    ) -> Generator[str, None, RunDone]:
+        """The text of piece ``number`` of run ``index`` as it is written (when ``text``)."""
+        if text:
+            name = f"run-{index}-{number}"
+            return (yield from self._follow_file(index, lane, name, progress, number))
+        while not self._poll((index, number), lane, progress, 0.5):
+            pass
+        return self._pieces.pop((index, number))
+
+    def _decode_again(self, index: int, lane: int, plan: SplitPlan, info: PieceInfo) -> RunDone:
+        """Decode, here and serially, what follows a piece whose join failed: from where
+        that piece started, silent up to its last packet, on to a gate where the states
+        agree again (or to the end of the run)."""
+        assert self._folder is not None, "not started"
+        if self._session is None:
+            self._session = Session(self._trace, self._options)
+        session = self._session
+        _, name = self._where[lane]
+        run = next(
+            r for r in session.open_buffer(self._trace.buffer(name)).runs if r.trace_id == lane
+        )
+        assert info.last is not None
+        again = fallback_run(run, plan, info.start, info.last)
+        self._fallbacks += 1
+        path = os.path.join(self._folder, f"again-{index}-{self._fallbacks}")
+        result = self._work(session, again, path, lambda done: None)
+        issues = tuple(session.new_issues())
+        return RunDone(index, path, issues, result, os.getpid(), _piece_info(info.number, again))
+
+    @property
+    def decoded_again(self) -> int:
+        """How many parts of cut runs the parent decoded again (joins that failed)."""
+        return self._fallbacks
+
+    def _poll(
+        self,
+        index: int | tuple[int, int],
+        lane: int,
+        progress: Callable[[int, int], None] | None,
         timeout: float,
     ) -> bool:
-        """Take the workers' messages for up to ``timeout`` seconds; whether run ``index`` is
-        done. Raises the exception of a worker of ``lane`` that failed."""
-        while index not in self._done:
+        """Take the workers' messages for up to ``timeout`` seconds; whether run ``index``
+        (or piece ``(index, number)``) is done. Raises the exception of a worker of
+        ``lane`` that failed."""
+        while index not in (self._done if isinstance(index, int) else self._pieces):
             if lane in self._failed:
                 raise self._failed[lane]
             try:
@@ -324,6 +572,8 @@ class ParallelDecode:
                 return False
             if kind == "done":
                 self._done[payload.index] = payload
+            elif kind == "piece":
+                self._pieces[payload.index, payload.piece.number] = payload
             elif kind == "error":
                 self._failed[who] = payload
             elif progress is not None:

@@ -43,8 +43,8 @@ are made: decode a watched run once.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cstrace.capture.stream import Stream, WrappedStream
@@ -81,6 +81,7 @@ __all__ = [
     "Occurrences",
     "SourceLoss",
     "loss_report",
+    "merge_losses",
 ]
 
 DEFAULT_LIMIT = 10
@@ -757,6 +758,14 @@ class LossCounter:
         self._tallies.append(tally)
         return _CountedRun(**run.run_fields(), tally=tally)
 
+    def address_hits(self) -> dict[int, list[int]]:
+        """The code addresses no image covered in the last run watched: address -> [hits,
+        first offset, memory spaces] (what :func:`merge_losses` needs of a piece)."""
+        for tally in reversed(self._tallies):
+            if isinstance(tally, _Tally):
+                return {a: list(v) for a, v in tally.nacc.items()}
+        return {}
+
     def add_result(self, loss: SourceLoss) -> None:
         """Record the counts of a run counted elsewhere (a worker process's own counter)."""
         self._tallies.append(_Counted(loss))
@@ -778,6 +787,70 @@ class LossCounter:
             tuple(self._not_decoded),
             tuple(self._issues),
         )
+
+
+def _merge_occurrences(parts: Iterable[Occurrences], limit: int) -> Occurrences:
+    first: list[Occurrence] = []
+    count = 0
+    for o in parts:
+        count += o.count
+        first.extend(o.first[: max(0, limit - len(first))])
+    return Occurrences(count, tuple(first))
+
+
+def merge_losses(
+    parts: Sequence[tuple[SourceLoss, Mapping[int, Sequence[int]]]],
+    size: int,
+    limit: int = DEFAULT_LIMIT,
+) -> SourceLoss:
+    """The counts of one run decoded in consecutive pieces (:mod:`cstrace.split`), as if
+    it had been decoded whole.
+
+    Each part is a piece's counts with its code addresses no image covered
+    (:meth:`LossCounter.address_hits`); ``size`` is the bytes of the run's stream
+    (each piece's reader took more: its blocks overlap the next piece's).
+    """
+    losses = [loss for loss, _ in parts]
+    head = losses[0]
+    seen: dict[int, list[int]] = {}
+    for _, hits in parts:
+        for address, (n, offset, space) in hits.items():
+            got = seen.get(address)
+            if got is None:
+                seen[address] = [n, offset, space]
+            else:
+                got[0] += n
+                got[2] |= space
+    ranges = group_addresses(seen)
+    kinds: dict[str, list[Occurrences]] = {}
+    for loss in losses:
+        for kind, occ in loss.diagnostics.items():
+            kinds.setdefault(kind, []).append(occ)
+    stamped = [loss for loss in losses if loss.timestamps]
+    stopped = [loss.stopped_at for loss in losses if loss.stopped_at is not None]
+    return replace(
+        head,
+        bytes=size,
+        packets=sum(loss.packets for loss in losses),
+        elements=sum(loss.elements for loss in losses),
+        syncs=_merge_occurrences((loss.syncs for loss in losses), limit),
+        unsynced_bytes=sum(loss.unsynced_bytes for loss in losses),
+        overflows=_merge_occurrences((loss.overflows for loss in losses), limit),
+        bad_packets=_merge_occurrences((loss.bad_packets for loss in losses), limit),
+        resyncs=_merge_occurrences((loss.resyncs for loss in losses), limit),
+        truncated=_merge_occurrences((loss.truncated for loss in losses), limit),
+        diagnostics={k: _merge_occurrences(v, limit) for k, v in kinds.items()},
+        stopped_at=stopped[0] if stopped else None,
+        undecoded_packets=sum(loss.undecoded_packets for loss in losses),
+        undecoded_bytes=sum(loss.undecoded_bytes for loss in losses),
+        timestamps=sum(loss.timestamps for loss in losses),
+        first_timestamp=stamped[0].first_timestamp if stamped else None,
+        last_timestamp=stamped[-1].last_timestamp if stamped else None,
+        timestamp_clock=stamped[0].timestamp_clock if stamped else head.timestamp_clock,
+        nacc=sum(v[0] for v in seen.values()),
+        unreached=tuple(ranges[:limit]),
+        unreached_ranges=len(ranges),
+    )
 
 
 def loss_report(

@@ -92,7 +92,7 @@ from cstrace.protocols.etmv4.packets import NotSync as NotSync_
 from cstrace.protocols.etmv4.packets import PacketType as PT
 from cstrace.rows import expand
 
-__all__ = ["Etmv4Decoder", "iter_elements", "iter_rows"]
+__all__ = ["Etmv4Decoder", "iter_elements", "iter_rows", "merge_log"]
 
 # --- packet kinds, as the decoder groups them ------------------------------------------
 K_BAD = 0
@@ -391,6 +391,82 @@ class Etmv4Decoder:
         self.res_discard = False
         self.ete_first_ts_marker = False
         self._set_space()
+
+    CUT_CONSTANTS = frozenset(
+        (
+            "config",
+            "context",
+            "is_ete",
+            "max_spec_depth",
+            "fast_atoms",
+            "comm_trans_p0",
+            "ts_with_cc",
+            "ete_has_ts_marker",
+            "m_profile",
+            "v7m",
+            "v8m",
+            "src_addr_n",
+            "trace_id",
+            "walker",
+            "memory",
+            "generation",
+            "blocks",
+            "persist",
+            "out",
+            "log",
+            "seen_not_sync",
+        )
+    )
+    """Attributes that are not state crossing a cut: set from the configuration and
+    context, caches of the code memory (``generation``, ``blocks``: derived from
+    ``space``), the dictionary kept across buffers (written by :meth:`finish` only),
+    the per-packet output lists (empty between packets) and ``seen_not_sync`` (read by
+    ``NOT_SYNC`` packets only, which the reader gives before its first A-sync only)."""
+
+    def cut_state(self) -> tuple[object, ...]:
+        """Everything that decides what later packets give, as one comparable value.
+
+        Two decoders of the same configuration and a code memory without state
+        (a static map) whose cut states are equal give the same elements for the
+        same packets from then on: :mod:`cstrace.split` compares a decoder started
+        at a synchronisation point with the one that decoded the stream up to
+        there. Every attribute is here or in :data:`CUT_CONSTANTS` (a test checks).
+        """
+        pe = self.pe
+        rs = self.rs
+        return (
+            self.state,
+            # Read only on the way out of NO_SYNC, and always set on the way into it.
+            self.unsync_reason if self.state != _DECODE else None,
+            self.is_secure,
+            self.is_64bit,
+            self.cc_threshold,
+            self.spec_depth,
+            self.need_ctxt,
+            self.need_addr,
+            self.elem_pending_addr,
+            self.prev_overflow,
+            self.res_commit,
+            self.res_cancel,
+            self.res_mispredict,
+            self.res_discard,
+            self.ete_first_ts_marker,
+            self.timed,
+            self.last_idx,
+            self.addr,
+            self.isa,
+            self.it,
+            self.last_cc,
+            self.space,
+            tuple(getattr(pe, name) for name in PEContextInfo.__slots__),
+            tuple(tuple(e) for e in self.stack),
+            (rs.active, tuple(rs.entries), rs.num, rs.pop_pending, rs.tinfo_wait),
+        )
+
+    def settled(self) -> bool:
+        """Whether the decoder is synchronised with its address and context known and
+        nothing stacked: what a decoder started at a cut waits for (:mod:`cstrace.split`)."""
+        return self.state == _DECODE and not (self.need_addr or self.need_ctxt or self.stack)
 
     def _log(self, code: DiagCode, kind: DiagKind, detail: int = 0) -> None:
         """Report a diagnostic at the packet being decoded.
@@ -1169,7 +1245,7 @@ def _ctxt_of(pkt: Any) -> tuple[Any, ...]:
     )
 
 
-def _merge_log(out: list[Any], base: int, log: list[tuple[int, Diagnostic]]) -> None:
+def merge_log(out: list[Any], base: int, log: list[tuple[int, Diagnostic]]) -> None:
     """Put each diagnostic of ``log`` where the reference logs it among the elements of
     ``out`` from ``base`` on (its position counts from the start of ``out``)."""
     tail = out[base:]
@@ -1200,7 +1276,7 @@ def iter_rows(
         base = len(out)
         dec.decode(pkt)
         if log:
-            _merge_log(out, base, log)
+            merge_log(out, base, log)
         if len(out) >= size:
             yield out
             out = []
@@ -1224,7 +1300,7 @@ def iter_elements(
     for pkt in packets:
         dec.decode(pkt)
         if log:
-            _merge_log(out, 0, log)
+            merge_log(out, 0, log)
         if out:
             # the element rows as objects (see cstrace.rows.expand)
             n = len(out)

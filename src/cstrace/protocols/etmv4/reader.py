@@ -191,6 +191,30 @@ class ReaderState:
         self.cc_thr = 0
         """Cycle count threshold of the last trace info (added to every cycle count)."""
 
+    def cut_state(self) -> tuple[object, ...]:
+        """What packets carry over to later ones, as one comparable value.
+
+        Two readers of the same configuration whose cut states are equal read the
+        same packets from the same bytes (:mod:`cstrace.split` compares a reader
+        started at a synchronisation point with one that read the stream from its
+        start). The rest of the slots come from the configuration.
+        """
+        return (
+            self.hist,
+            self.ctx_valid,
+            self.el,
+            self.sf,
+            self.ns,
+            self.nse,
+            self.cid,
+            self.vmid,
+            self.ts,
+            self.ts_valid,
+            self.seen_trace_info,
+            self.ti_info,
+            self.cc_thr,
+        )
+
 
 Reader: TypeAlias = Callable[[bytes, int, int, int, ReaderState], "tuple[Etmv4Packet, int] | None"]
 """``read_<kind>(data, pos, end, off, st)``: see the module docstring."""
@@ -1543,7 +1567,7 @@ def _cut_kind(data: bytes, pos: int, kinds: tuple[PacketType, ...]) -> PacketTyp
 
 
 def iter_packets(
-    stream: Stream, config: Etmv4Config, complete: bool = True
+    stream: Stream, config: Etmv4Config, complete: bool = True, state: ReaderState | None = None
 ) -> Iterator[Etmv4Packet]:
     """Read the ETMv4/ETE packets of one trace ID's stream (see the module docstring).
 
@@ -1557,6 +1581,10 @@ def iter_packets(
     they agree): atoms (three packets in four), short and long addresses and
     exact matches (most of the rest). Calling a reader costs about 60 ns more
     than running its copy here.
+
+    ``state``, when given, is the fresh :class:`ReaderState` the stream is read
+    with (a caller that cuts the stream at synchronisation points compares it
+    with another reader's, :mod:`cstrace.split`); by default one is made.
     """
     win = BlockWindow(stream)
     if not win.advance(0):
@@ -1564,7 +1592,7 @@ def iter_packets(
     pos = yield from _unsynced(win, complete)
     if pos < 0:
         return
-    st = ReaderState(config)
+    st = ReaderState(config) if state is None else state
     readers = st.readers
     kinds = st.kinds
     atom_fields = _ATOM_FIELDS

@@ -1,0 +1,616 @@
+"""One long trace stream cut at synchronisation points and decoded in pieces, exactly.
+
+Input: a :class:`~cstrace.decode.SourceRun` of a protocol that can be cut
+(ETMv4 and ETE) and the number of pieces wanted. Output: a :class:`SplitPlan`
+(:func:`plan_split`), then one run per piece (:func:`piece_run`) whose packets
+and elements, put end to end, are exactly those of the whole run decoded
+serially.
+
+Where a piece starts. An A-sync packet (eleven 0x00 bytes, then 0x80) followed
+by a trace info is where the trace unit lets a decoder start. A piece is
+decoded from such a point (a *cut*) by a fresh reader and decoder. The serial
+decode reaches the same point with state of its own: the reader's address
+history and context, the decoder's PE context, code address, ISA, return
+stack, stacked elements, need-address and need-context flags, last cycle
+count... (:meth:`~cstrace.protocols.etmv4.reader.ReaderState.cut_state` and
+:meth:`~cstrace.protocols.etmv4.decoder.Etmv4Decoder.cut_state`). The fresh
+decode first says NO_SYNC, waits for the trace info and the address and
+context packets that follow it; its state then becomes that of the serial
+decode in the common case, but not always (an address history entry from
+before the cut lives on until three addresses have been given since).
+
+So a cut carries a *gate*: the first packet after the A-sync after which the
+fresh decode is settled (synchronised, its address and context known, nothing
+stacked, its whole address history given since the cut), and the fresh
+state there. The planner finds gates by decoding a few packets from each
+candidate point (:func:`plan_split`); a candidate whose decode does not
+settle soon is passed over for the next A-sync.
+
+How pieces join. Packets are shared out by capture index: piece ``k`` gives
+the elements (and listing lines) of the packets after the gate of cut ``k - 1``
+up to and including the gate of cut ``k``. Elements are attributed to the
+packet whose decoding output them, so nothing is given twice or lost. Piece
+``k``'s decoder runs through its gate in silence and checks that its state
+there is the planned one; piece ``k - 1`` decodes on past cut ``k`` up to the
+gate and checks that its own state, there, equals the planned fresh state
+(:attr:`Piece.joined`). When both hold, the packets after the gate read and
+decode the same in both (same bytes, same reader and decoder state, a code
+memory without state), so piece ``k``'s output is the serial output. When
+they do not, the piece after a failed join is decoded again serially from
+the true state (:func:`fallback_run`: from the start of the piece before,
+silent up to where that piece's output ended, on until a later gate where the
+states agree again, or to the end of the stream).
+
+Only runs whose code memory has no state of its own (a static memory map:
+no event log moving it) are cut, so that the decoder's state is all there is.
+Element offsets are capture indices, the same in every piece.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from cstrace.capture.stream import Stream
+from cstrace.decode import SourceRun
+from cstrace.elements import Diagnostic, Element
+from cstrace.memory.code import NoMemory
+from cstrace.memory.image import MemoryMap
+from cstrace.protocols import DecodeContext, Packet, ProtocolSpec
+from cstrace.rows import expand
+
+__all__ = [
+    "SPLIT_PROTOCOLS",
+    "Cut",
+    "Piece",
+    "PieceSpec",
+    "SplitPlan",
+    "WindowStream",
+    "fallback_run",
+    "find_gate",
+    "piece_of",
+    "piece_run",
+    "plan_split",
+    "splittable",
+]
+
+SPLIT_PROTOCOLS = frozenset(("etmv4", "ete"))
+"""Protocols whose streams can be cut at synchronisation points."""
+
+A_SYNC = b"\x00" * 11 + b"\x80"
+"""An ETMv4/ETE alignment synchronisation packet."""
+
+SNIPPET = 1 << 16
+"""Bytes after a candidate cut the planner decodes to find its gate."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """A point where a piece starts: an A-sync, and the packet after which it is settled."""
+
+    offset: int
+    """Capture index of the A-sync's first byte: the fresh decode starts there."""
+    gate: int
+    """Capture index of the gate packet: the piece's output starts after it."""
+    gate_size: int
+    """Bytes in the gate packet."""
+    state: tuple[object, ...]
+    """The fresh reader's and decoder's cut states after the gate packet."""
+
+
+@dataclass(frozen=True, slots=True)
+class SplitPlan:
+    """Where one run is cut: ``len(cuts) + 1`` pieces."""
+
+    trace_id: int
+    cuts: tuple[Cut, ...]
+    size: int
+    """Bytes in the run's stream."""
+
+    @property
+    def pieces(self) -> int:
+        """How many pieces the run is cut into."""
+        return len(self.cuts) + 1
+
+
+def splittable(run: SourceRun) -> bool:
+    """Whether ``run`` can be cut: its protocol supports it, its code memory has no state."""
+    memory = run.context.memory
+    return run.protocol.name in SPLIT_PROTOCOLS and (
+        memory is None or isinstance(memory, (MemoryMap, NoMemory))
+    )
+
+
+# -- the streams of pieces -----------------------------------------------------------------
+
+
+def _from(block: Stream, start: int) -> Stream | None:
+    """The part of ``block`` from capture index ``start`` on (None: all of it is before)."""
+    n = len(block.data)
+    if not n:
+        return None
+    pos = block.run_pos
+    idx = block.run_idx
+    ends = np.append(pos[1:], n)
+    last = idx + (ends - pos) - 1  # capture index of each run's last byte
+    k = int(np.searchsorted(last, start, side="left"))
+    if k >= len(pos):
+        return None
+    first = int(pos[k]) + max(0, start - int(idx[k]))
+    if first == 0:
+        return block
+    new_pos = pos[k:] - first
+    new_idx = idx[k:].copy()
+    new_pos[0] = 0
+    new_idx[0] = int(idx[k]) + (first - int(pos[k]))
+    return Stream(block.trace_id, block.data[first:], new_pos, new_idx)
+
+
+class WindowStream(Stream):
+    """The part of a stream from a capture index on, read block by block as the stream is."""
+
+    __slots__ = ("_full", "_inner", "_start")
+
+    def __init__(self, inner: Stream, start: int) -> None:
+        # Deliberately not calling Stream.__init__: data and runs are gathered on demand.
+        self.trace_id = inner.trace_id
+        self._inner = inner
+        self._start = start
+        self._full: Stream | None = None
+
+    def blocks(self) -> Iterator[Stream]:
+        """The inner stream's blocks, the first cut at the start index, those before it left."""
+        started = False
+        for block in self._inner.blocks():
+            if started:
+                yield block
+                continue
+            part = _from(block, self._start)
+            if part is not None:
+                started = True
+                yield part
+
+    def _gather(self) -> Stream:
+        if self._full is None:
+            self._full = Stream.from_chunks(
+                self.trace_id, [c for b in self.blocks() for c in b.chunks()]
+            )
+        return self._full
+
+    @property
+    def data(self) -> bytes:
+        """All of the window's bytes (gathered on first use)."""
+        return self._gather().data
+
+    @data.setter
+    def data(self, value: bytes) -> None:
+        self._gather().data = value
+
+    @property
+    def run_pos(self) -> Any:
+        """Window positions where runs of consecutive capture indices start."""
+        return self._gather().run_pos
+
+    @run_pos.setter
+    def run_pos(self, value: Any) -> None:
+        self._gather().run_pos = value
+
+    @property
+    def run_idx(self) -> Any:
+        """Capture index of the first byte of each run."""
+        return self._gather().run_idx
+
+    @run_idx.setter
+    def run_idx(self, value: Any) -> None:
+        self._gather().run_idx = value
+
+    def __len__(self) -> int:
+        return len(self._gather().data)
+
+    def __bool__(self) -> bool:
+        return True
+
+    def offset_at(self, pos: int) -> int:
+        """Capture index of the byte at window position ``pos``."""
+        return self._gather().offset_at(pos)
+
+    def offsets(self) -> Any:
+        """Capture index of every byte of the window."""
+        return self._gather().offsets()
+
+    def chunks(self) -> Iterator[tuple[int, bytes]]:
+        """``(capture index, bytes)`` for each run of consecutive indices."""
+        return self._gather().chunks()
+
+    def __repr__(self) -> str:
+        return f"WindowStream({self._inner!r} from {self._start})"
+
+
+# -- fresh decoders and the gate --------------------------------------------------------------
+
+
+def _fresh_context(run: SourceRun, complete: bool) -> DecodeContext:
+    """A decode context as a decoder started at a cut has it: nothing kept from before."""
+    ctx = run.context
+    return DecodeContext(ctx.trace_id, ctx.options, ctx.memory, ctx.reset, complete, {})
+
+
+def _settled(st: Any, dec: Any) -> bool:
+    """Whether a decode started at a cut knows all it will ever know of what came before:
+    synchronised, address and context given, nothing stacked, the reader's whole address
+    history given since the cut (an entry of none has no bits)."""
+    return bool(dec.settled() and all(entry[2] for entry in st.hist))
+
+
+def _cut_state(st: Any, dec: Any) -> tuple[object, ...]:
+    return (st.cut_state(), dec.cut_state())
+
+
+def _decode_quietly(dec: Any, pkt: Packet) -> bool:
+    """Decode ``pkt``, dropping its elements; whether it ended on a diagnostic."""
+    out = dec.out
+    del out[:]
+    dec.decode(pkt)
+    logged = bool(dec.log)
+    dec.log.clear()
+    ended = bool(out) and type(out[-1]) is Diagnostic
+    del out[:]
+    return logged or ended
+
+
+def find_gate(run: SourceRun, stream: Stream, limit: int | None = None) -> Cut | None:
+    """The cut at the start of ``stream`` (an A-sync), with its gate; None when a fresh
+    decode does not settle before ``stream`` ends (or within ``limit`` packets)."""
+    from cstrace.protocols.etmv4.decoder import Etmv4Decoder
+    from cstrace.protocols.etmv4.reader import ReaderState, iter_packets
+
+    config = run.config
+    st = ReaderState(config)
+    dec = Etmv4Decoder(config, _fresh_context(run, False))
+    count = 0
+    for pkt in iter_packets(stream, config, False, st):
+        if count == 0 and pkt.raw != A_SYNC:
+            return None
+        count += 1
+        if _decode_quietly(dec, pkt):
+            continue
+        if _settled(st, dec):
+            start = stream.offset_at(0)
+            return Cut(start, pkt.offset, len(pkt.raw), _cut_state(st, dec))
+        if limit is not None and count >= limit:
+            return None
+    return None
+
+
+# -- the plan ---------------------------------------------------------------------------------
+
+
+def _join(a: Stream | None, b: Stream) -> Stream:
+    if a is None or not len(a.data):
+        return b
+    return Stream.from_chunks(b.trace_id, [*a.chunks(), *b.chunks()])
+
+
+def _head(s: Stream, size: int) -> Stream:
+    """The first ``size`` bytes of ``s``."""
+    keep = s.run_pos < size
+    return Stream(s.trace_id, s.data[:size], s.run_pos[keep], s.run_idx[keep])
+
+
+def _tail(s: Stream, keep: int) -> Stream:
+    n = len(s.data)
+    if n <= keep:
+        return s
+    part = _from(s, s.offset_at(n - keep))
+    return part if part is not None else s
+
+
+def plan_split(run: SourceRun, pieces: int, min_size: int = 0) -> SplitPlan | None:
+    """Where to cut ``run`` into about ``pieces`` pieces of equal capture span.
+
+    One pass over the run's stream, block by block: for each target (``k/pieces``
+    of the buffer), the first A-sync at or after it whose fresh decode settles
+    within :data:`SNIPPET` bytes. None when the run cannot be cut
+    (:func:`splittable`), its stream is shorter than ``min_size`` bytes, or no cut
+    was found.
+    """
+    if pieces < 2 or not splittable(run):
+        return None
+    span = run.buffer.size()
+    if span < min_size:
+        return None
+    targets = [span * k // pieces for k in range(1, pieces)]
+    cuts: list[Cut] = []
+    size = 0
+    carry: Stream | None = None
+    examined = -1  # capture index up to which candidates were examined
+
+    def scan(buf: Stream, final: bool) -> None:
+        nonlocal examined
+        data = buf.data
+        n = len(data)
+        at = data.find(A_SYNC)
+        while at >= 0 and len(cuts) < len(targets):
+            if not final and n - at < SNIPPET:
+                return  # examined with the next block
+            offset = buf.offset_at(at)
+            floor = max(targets[len(cuts)], examined + 1, cuts[-1].gate + 1 if cuts else 0)
+            if offset >= floor:
+                examined = offset
+                window = _from(buf, offset)
+                assert window is not None
+                if not final:
+                    window = _head(window, SNIPPET)
+                cut = find_gate(run, window)
+                if cut is not None:
+                    cuts.append(cut)
+            at = data.find(A_SYNC, at + 1)
+
+    for block in run.stream.blocks():
+        size += len(block.data)
+        if len(cuts) < len(targets):
+            buf = _join(carry, block)
+            scan(buf, False)
+            carry = _tail(buf, SNIPPET + len(A_SYNC))
+    if carry is not None and len(cuts) < len(targets):
+        scan(carry, True)
+    if not cuts or size < min_size:
+        return None
+    return SplitPlan(run.trace_id, tuple(cuts), size)
+
+
+# -- pieces -----------------------------------------------------------------------------------
+
+
+class Piece:
+    """The decode of one piece of a run: one reader and one decoder, shared by the two
+    functions of its :class:`PieceSpec` (decode its elements, not only its packets: the
+    states are compared where the decoder has decoded the gate packet).
+
+    ``start`` says where decoding starts: 0, at the start of the stream with the run's
+    own context (as a serial decode); ``k``, at cut ``k - 1`` with a fresh decoder. Only
+    packets after capture index ``after`` are given (None: all); the decode ends at the
+    gate of the first cut of ``ends`` (``adaptive``: the first whose states agree), or at
+    the end of the stream when there is none.
+    """
+
+    def __init__(
+        self,
+        run: SourceRun,
+        plan: SplitPlan,
+        start: int,
+        after: int | None,
+        ends: Sequence[int],
+        *,
+        adaptive: bool = False,
+    ) -> None:
+        from cstrace.protocols.etmv4.decoder import Etmv4Decoder
+        from cstrace.protocols.etmv4.reader import ReaderState
+
+        self.plan = plan
+        self.start = start
+        self.after = after
+        self.ends = list(ends)
+        self.adaptive = adaptive
+        self.context = run.context if start == 0 else _fresh_context(run, run.context.complete)
+        self.reader_state = ReaderState(run.config)
+        self.decoder = Etmv4Decoder(run.config, self.context)
+        self.start_ok = start == 0
+        """Whether the fresh decode had the planned state at its starting gate."""
+        self.joined = False
+        """Whether the decode ended at a gate where its state was the planned one."""
+        self.stopped: int | None = None
+        """The cut at whose gate (or just after) the decode ended; None: at the end of the
+        stream (or not yet)."""
+        self.last: int | None = None
+        """Where the decode stopped: it gave every packet up to this capture index."""
+        self.at_end = False
+        """Whether the decode went to the end of the stream (its end-of-trace elements too)."""
+        self._pending: list[Element] = []
+        self._pending_for: Packet | None = None
+        self._glue = False  # the last element given was a diagnostic
+
+    @property
+    def first(self) -> bool:
+        """Whether this piece starts the run's output."""
+        return self.start == 0 and self.after is None
+
+    def iter_packets(self, stream: Stream, config: Any, complete: bool) -> Iterator[Packet]:
+        """The packets of the piece.
+
+        Those up to ``after`` are decoded here, in silence. The others are decoded
+        by :meth:`iter_elements` as it takes them: when this generator resumes
+        after giving a gate packet, the decoder has decoded it (checked: its
+        ``last_idx``), and the states are compared there.
+        """
+        from cstrace.protocols.etmv4.reader import iter_packets
+
+        st = self.reader_state
+        dec = self.decoder
+        cuts = self.plan.cuts
+        reader: Iterator[Packet] = iter_packets(stream, config, complete, st)
+        pkt: Packet | None = None
+        if self.after is None:
+            pkt = next(reader, None)
+        else:
+            pkt = self._quiet(reader, self.after)
+        self._glue = False
+        ends = iter(self.ends)
+        end = next(ends, None)
+        while pkt is not None:
+            if end is None:
+                yield pkt
+                yield from reader
+                pkt = None
+                break
+            cut = cuts[end]
+            gate = cut.gate
+            if pkt.offset < gate:
+                yield pkt
+                for pkt in reader:
+                    if pkt.offset >= gate:
+                        break
+                    yield pkt
+                else:
+                    pkt = None
+                continue
+            if pkt.offset > gate:
+                # No packet at that gate: the states cannot agree there.
+                if self.adaptive:
+                    end = next(ends, None)
+                    continue
+                self.stopped = end
+                self.last = gate  # every packet up to the gate was given
+                yield from self._unglue(pkt, reader)
+                return
+            yield pkt
+            agree = (
+                dec.last_idx == gate
+                and len(pkt.raw) == cut.gate_size
+                and not self._glue
+                and _cut_state(st, dec) == cut.state
+            )
+            if agree or not self.adaptive:
+                self.stopped = end
+                self.joined = agree
+                self.last = gate
+                yield from self._unglue(next(reader, None), reader)
+                return
+            end = next(ends, None)
+            pkt = next(reader, None)
+        self._to_end()
+
+    def _quiet(self, reader: Iterator[Packet], after: int) -> Packet | None:
+        """Decode, dropping their elements, the packets up to capture index ``after`` (and
+        check the start); the first packet after it."""
+        dec = self.decoder
+        log = dec.log
+        out = dec.out
+        begin = self.plan.cuts[self.start - 1] if self.start else None
+        for pkt in reader:
+            if pkt.offset > after:
+                return pkt
+            dec.decode(pkt)
+            log.clear()
+            del out[:]
+            if begin is not None and pkt.offset == begin.gate:
+                self.start_ok = (
+                    len(pkt.raw) == begin.gate_size
+                    and _cut_state(self.reader_state, dec) == begin.state
+                )
+        return None
+
+    def _unglue(self, pkt: Packet | None, reader: Iterator[Packet]) -> Iterator[Packet]:
+        """Where the decode stops: after the line a diagnostic waits for, if one does
+        (``pkt``: the next packet)."""
+        while self._glue and pkt is not None:
+            yield pkt
+            self.last = pkt.offset
+            pkt = next(reader, None)
+        if pkt is None:
+            self._to_end()
+
+    def _to_end(self) -> None:
+        """The decode went to the end of the stream: this piece ends the run."""
+        self.stopped = None
+        self.joined = False
+        self.at_end = True
+
+    def _outputs(self, packets: Iterable[Packet]) -> Iterator[list[Any]]:
+        """Per packet, the element rows it completed (diagnostics where the reference logs
+        them; :mod:`cstrace.rows`), then the end-of-trace elements if the piece ends the
+        run. The list given is emptied before the next packet is decoded."""
+        from cstrace.protocols.etmv4.decoder import merge_log
+
+        dec = self.decoder
+        out: list[Any] = []
+        dec.out = out
+        log = dec.log
+        glue = False  # the last element given was a diagnostic (a listing glues it on)
+        for pkt in packets:
+            out.clear()
+            dec.decode(pkt)
+            if log:
+                glue = max(pos for pos, _ in log) >= len(out)
+                merge_log(out, 0, log)
+                self._glue = glue
+            elif out and glue:
+                glue = self._glue = False
+            if out:
+                yield out
+        if self.at_end:
+            out.clear()
+            dec.finish()
+            yield out
+
+    def iter_elements(
+        self, packets: Iterable[Packet], config: Any, context: DecodeContext
+    ) -> Iterator[Element]:
+        """The elements of the piece's packets (diagnostics where the reference logs
+        them), then end of trace if the piece ends the run."""
+        for out in self._outputs(packets):
+            yield from expand(out)
+
+    def iter_rows(
+        self, packets: Iterable[Packet], config: Any, context: DecodeContext
+    ) -> Iterator[list[Any]]:
+        """The same elements as :meth:`iter_elements`, as lists of element rows."""
+        acc: list[Any] = []
+        for out in self._outputs(packets):
+            acc += out
+            if len(acc) >= 4096:
+                yield acc
+                acc = []
+        if acc:
+            yield acc
+
+
+@dataclass(frozen=True)
+class PieceSpec(ProtocolSpec):
+    """The protocol of a piece run: its packets and elements are those of its :class:`Piece`."""
+
+    piece: Any = None
+
+
+def _with_piece(run: SourceRun, piece: Piece) -> SourceRun:
+    spec = PieceSpec(
+        run.protocol.name,
+        run.protocol.from_registers,
+        piece.iter_packets,
+        piece.iter_elements,
+        run.protocol.uses_memory,
+        run.protocol.with_options,
+        iter_rows=piece.iter_rows,
+        piece=piece,
+    )
+    cuts = piece.plan.cuts
+    stream = (
+        run.stream if piece.start == 0 else WindowStream(run.stream, cuts[piece.start - 1].offset)
+    )
+    return replace(run, protocol=spec, stream=stream, context=piece.context)
+
+
+def piece_run(run: SourceRun, plan: SplitPlan, k: int) -> SourceRun:
+    """Piece ``k`` of ``run`` as a run of its own (:func:`piece_of` gives its :class:`Piece`)."""
+    cuts = plan.cuts
+    after = cuts[k - 1].gate if k else None
+    ends = [k] if k < len(cuts) else []
+    return _with_piece(run, Piece(run, plan, k, after, ends))
+
+
+def fallback_run(run: SourceRun, plan: SplitPlan, start: int, after: int) -> SourceRun:
+    """The run's output after capture index ``after``, decoded from the start of piece
+    ``start`` (silent up to ``after``) until the gate of a later cut where its state is
+    the planned one, or to the end: what follows a piece whose join failed."""
+    cuts = plan.cuts
+    ends = [i for i, c in enumerate(cuts) if c.gate > after]
+    return _with_piece(run, Piece(run, plan, start, after, ends, adaptive=True))
+
+
+def piece_of(run: SourceRun) -> Piece | None:
+    """The :class:`Piece` a run decodes, if it is a piece of a longer run."""
+    spec = run.protocol
+    return spec.piece if isinstance(spec, PieceSpec) else None

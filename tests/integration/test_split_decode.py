@@ -1,0 +1,277 @@
+"""One long stream cut at synchronisation points and decoded in pieces gives the serial output.
+
+Judged by the serial decode itself (``--jobs 1``): the listing (packet lines
+included), text, JSON Lines and the null format's loss summary, stdout and
+stderr, with ``--jobs 2`` and ``--jobs 3`` on ETMv4 and ETE corpus snapshots
+(small streams are cut too: ``CSTRACE_SPLIT_MIN=1``). Also: the run is really
+cut and its pieces decoded in worker processes; a join whose states do not
+agree (forced) is decoded again by the parent and the output stays the same;
+every piece joins on the corpus, and the pieces' counts merge to the whole
+run's.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from cstrace.analyses.loss import LossCounter, merge_losses
+from cstrace.cli import main
+from cstrace.decode import Session, SourceRun
+from cstrace.inputs import open_input
+from cstrace.parallel import ParallelDecode, can_fork, lanes_of, split_plans
+from cstrace.protocols import DecodeOptions
+from cstrace.render.ocsd import listing_lines
+from cstrace.split import SplitPlan, fallback_run, piece_of, piece_run, plan_split
+
+pytestmark = pytest.mark.skipif(not can_fork(), reason="the process pool forks its workers")
+
+SMALL = ["juno_r1_1", "infrastructure", "juno-uname-001"]
+"""ETMv4 and ETE snapshots whose streams are short: cut with CSTRACE_SPLIT_MIN=1."""
+
+
+def decode(argv: list[str], out: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Exit status, stdout and stderr of ``cstrace decode`` with ``argv``, output to ``out``."""
+    status = main(["decode", *argv, "-o", str(out)])
+    got, err = capsys.readouterr()
+    return status, got, err
+
+
+def same_as_serial(
+    snap: Path, fmt: str, jobs: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> Path:
+    """Decode ``snap`` with --jobs 1 and --jobs ``jobs``; assert the same files and messages."""
+    serial_out = tmp_path / f"serial.{fmt}"
+    serial = decode([str(snap), "--format", fmt, "--jobs", "1"], serial_out, capsys)
+    cut_out = tmp_path / f"jobs{jobs}.{fmt}"
+    cut = decode([str(snap), "--format", fmt, "--jobs", str(jobs)], cut_out, capsys)
+    assert cut[0] == serial[0] == 0
+    assert cut[2] == serial[2], "stderr differs"
+    assert cut[1] == serial[1], "stdout differs"
+    if fmt == "null":
+        assert "summary:" in serial[2]
+        assert not cut_out.exists()
+    else:
+        assert filecmp.cmp(serial_out, cut_out, shallow=False), "output differs"
+    return serial_out
+
+
+def plans_of(snap: Path, jobs: int, min_size: int) -> dict[int, SplitPlan]:
+    trace = open_input(snap)
+    return split_plans(trace, trace.buffers, DecodeOptions(), jobs, min_size)
+
+
+@pytest.mark.parametrize("jobs", [2, 3])
+@pytest.mark.parametrize("fmt", ["ocsd", "text", "jsonl", "null"])
+@pytest.mark.parametrize("name", SMALL)
+def test_small_streams_cut(
+    corpus: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    fmt: str,
+    jobs: int,
+) -> None:
+    monkeypatch.setenv("CSTRACE_SPLIT_MIN", "1")
+    snap = corpus / "snapshots" / name
+    assert plans_of(snap, jobs, 1), "nothing to cut: the test would not test the split"
+    same_as_serial(snap, fmt, jobs, tmp_path, capsys)
+
+
+@pytest.mark.parametrize(("fmt", "jobs"), [("null", 2), ("null", 3), ("ocsd", 2), ("text", 3)])
+def test_long_stream_cut(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str, jobs: int
+) -> None:
+    """The busy stream of bugfix-exact-match (about 1 MB) is cut by default. (JSON Lines,
+    20 s a decode, is left to the short streams: its lines are the text's elements.)"""
+    snap = corpus / "snapshots" / "bugfix-exact-match"
+    plans = plans_of(snap, jobs, 256 * 1024)
+    assert {tid: p.pieces for tid, p in plans.items()} == {0x12: jobs}
+    same_as_serial(snap, fmt, jobs, tmp_path, capsys)
+
+
+def test_short_streams_not_cut(corpus: Path) -> None:
+    """By default a short stream keeps its lane (nothing to gain from cutting it)."""
+    assert plans_of(corpus / "snapshots" / "juno_r1_1", 2, 256 * 1024) == {}
+
+
+def runs_of(snap: Path) -> Iterator[tuple[Session, SourceRun]]:
+    """Every ETMv4/ETE run of ``snap``, each in a session of its own."""
+    trace = open_input(snap)
+    for buffer in trace.buffers:
+        for i, run in enumerate(Session(trace).open_buffer(buffer).runs):
+            if run.protocol.name in ("etmv4", "ete"):
+                session = Session(trace)
+                yield session, session.open_buffer(buffer).runs[i]
+
+
+@pytest.mark.parametrize("name", ["bugfix-exact-match", *SMALL])
+def test_every_piece_joins(corpus: Path, name: str) -> None:
+    """Cut into many pieces, every join holds and the listing is the serial one."""
+    cut = 0
+    for _, run in runs_of(corpus / "snapshots" / name):
+        plan = plan_split(run, 8)
+        if plan is None:
+            continue
+        serial = list(listing_lines(run))
+        lines: list[str] = []
+        k = 0
+        while True:
+            piece = piece_run(run, plan, k)
+            lines.extend(listing_lines(piece))
+            info = piece_of(piece)
+            assert info is not None and info.start_ok
+            if info.stopped is None:
+                break
+            assert info.joined, f"piece {k} of trace ID {run.trace_id:#x} does not join"
+            k = info.stopped + 1
+            cut += 1
+        assert k == plan.pieces - 1
+        assert lines == serial
+    assert cut >= 1
+
+
+def test_pieces_count_as_the_run(corpus: Path) -> None:
+    """The loss counts of the pieces, merged, are those of the whole run."""
+    sessions = list(runs_of(corpus / "snapshots" / "juno_r1_1"))
+    _, run = next((s, r) for s, r in sessions if r.trace_id == 0x10)
+    plan = plan_split(run, 4)
+    assert plan is not None and plan.pieces == 4
+    whole = LossCounter()
+    for _ in whole.watch(run).elements():
+        pass
+    parts = []
+    for k in range(plan.pieces):
+        counter = LossCounter()
+        for _ in counter.watch(piece_run(run, plan, k)).elements():
+            pass
+        parts.append((counter.report().sources[0], counter.address_hits()))
+    expected = whole.report().sources[0]
+    merged = merge_losses(parts, plan.size)
+    assert merged == expected
+    assert expected.nacc and expected.syncs.count > 3  # there was something to merge
+
+
+def listing_work(
+    session: Session, run: SourceRun, path: str, progress: Callable[[int], None]
+) -> object:
+    """A worker's job: the run's listing lines into ``path``; says whether it was a piece."""
+    with open(path, "w", encoding="utf-8", newline="\n") as out:
+        for line in listing_lines(run):
+            out.write(line + "\n")
+    return (os.getpid(), piece_of(run) is not None)
+
+
+def pool_listing(
+    snap: Path, plans: dict[int, SplitPlan], jobs: int
+) -> tuple[list[str], list[object], int]:
+    """The listing of every run of ``snap`` through the pool (runs cut by ``plans``), the
+    results of the runs and how many parts the parent decoded again."""
+    trace = open_input(snap)
+    buffers = list(trace.buffers)
+    lanes = lanes_of(trace, buffers, DecodeOptions())
+    assert lanes is not None
+    text: list[str] = []
+    results: list[object] = []
+    with ParallelDecode(
+        trace,
+        buffers,
+        DecodeOptions(),
+        listing_work,
+        lanes,
+        jobs,
+        splits=plans,
+        merge=lambda parts, plan: list(parts),
+    ) as pool:
+        index = 0
+        for buffer in buffers:
+            for run in Session(trace).open_buffer(buffer).runs:
+                done = yield_all(pool.follow(index, run.trace_id), text)
+                os.unlink(done.path)
+                results.append(done.result)
+                index += 1
+        again = pool.decoded_again
+    return text, results, again
+
+
+def yield_all(gen: Iterator[str], into: list[str]) -> object:
+    """Collect the lines of a follow generator into ``into``; its return value."""
+    while True:
+        try:
+            piece = next(gen)
+        except StopIteration as end:
+            done = end.value
+            break
+        into.extend(piece.split("\n"))
+    return done
+
+
+def serial_listing(snap: Path) -> list[str]:
+    trace = open_input(snap)
+    session = Session(trace)
+    return [line for run in session.runs() for line in listing_lines(run)]
+
+
+def test_pieces_decoded_by_workers(corpus: Path) -> None:
+    snap = corpus / "snapshots" / "juno_r1_1"
+    plans = plans_of(snap, 3, 1)
+    text, results, again = pool_listing(snap, plans, 2)
+    assert text == serial_listing(snap)
+    assert again == 0
+    cut = [r for r in results if isinstance(r, list)]
+    assert len(cut) == len(plans)
+    pieces = [p for parts in cut for p in parts]
+    assert all(isinstance(p, tuple) and p[1] for p in pieces)  # decoded as pieces...
+    assert {p[0] for p in pieces if isinstance(p, tuple)} - {os.getpid()}  # ...by workers
+
+
+@pytest.mark.parametrize("broken", [0, 1])
+def test_failed_join_decoded_again(corpus: Path, broken: int) -> None:
+    """A cut whose planned state is wrong: the piece before it does not join, the piece
+    after it does not start as planned; the parent decodes that part again, and the
+    listing is still the serial one."""
+    snap = corpus / "snapshots" / "juno_r1_1"
+    plans = plans_of(snap, 3, 1)
+    plan = plans[0x10]
+    assert plan.pieces == 3
+    cuts = list(plan.cuts)
+    cuts[broken] = replace(cuts[broken], state=("not", "the", "state"))
+    plans[0x10] = replace(plan, cuts=tuple(cuts))
+    text, _, again = pool_listing(snap, plans, 2)
+    assert again >= 1
+    assert text == serial_listing(snap)
+
+
+def test_fallback_from_every_piece(corpus: Path) -> None:
+    """Decoding again after any piece (as the parent does when a join fails), then on with
+    the pieces from the cut where the fallback joins, gives the serial listing."""
+    checked = 0
+    for _, run in runs_of(corpus / "snapshots" / "infrastructure"):
+        plan = plan_split(run, 4)
+        if plan is None:
+            continue
+        serial = list(listing_lines(run))
+        for k in range(plan.pieces - 1):
+            lines: list[str] = []
+            for j in range(k + 1):
+                piece = piece_run(run, plan, j)
+                lines.extend(listing_lines(piece))
+            info = piece_of(piece)
+            assert info is not None and info.last is not None
+            again = fallback_run(run, plan, k, info.last)
+            lines.extend(listing_lines(again))
+            rest = piece_of(again)
+            assert rest is not None
+            if rest.stopped is not None:
+                assert rest.joined
+                for j in range(rest.stopped + 1, plan.pieces):
+                    lines.extend(listing_lines(piece_run(run, plan, j)))
+            assert lines == serial, (run.trace_id, k)
+            checked += 1
+    assert checked >= 3

@@ -1,0 +1,157 @@
+"""The state that crosses a cut (:mod:`cstrace.split`): every piece of it is compared.
+
+A stream decoded in pieces is exact only if the cut states of the ETMv4/ETE
+reader and decoder hold everything that decides what later packets give. So:
+changing any attribute of a decoder (compiled or not) that is not declared a
+constant changes its cut state, and the same for the reader's state; a window
+of a stream has the bytes and capture indices of the stream from its start.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from typing import Any
+
+import numpy as np
+import pytest
+
+from cstrace.capture.stream import Stream
+from cstrace.elements import PEContextInfo
+from cstrace.protocols import DecodeContext, DecodeOptions
+from cstrace.protocols.etmv4.config import from_registers
+from cstrace.protocols.etmv4.decoder import Etmv4Decoder
+from cstrace.protocols.etmv4.reader import ReaderState
+from cstrace.split import WindowStream
+
+REGS = {
+    "TRCCONFIGR": 0x000010C1,
+    "TRCTRACEIDR": 0x10,
+    "TRCIDR0": 0x28000EA1,
+    "TRCIDR1": 0x4100F403,
+    "TRCIDR2": 0x00000488,
+    "TRCIDR8": 0,
+}
+"""A Juno Cortex-A57's ETMv4.0."""
+
+
+def config() -> Any:
+    return from_registers(REGS, "Cortex-A57", "")
+
+
+def decoder() -> Etmv4Decoder:
+    return Etmv4Decoder(config(), DecodeContext(0x10, DecodeOptions()))
+
+
+def attributes(obj: object) -> set[str]:
+    """The data attributes of ``obj``: its ``__dict__`` (pure Python), or the public
+    attributes of a compiled extension type, or its slots."""
+    names = set(getattr(obj, "__dict__", {}))
+    for klass in type(obj).__mro__:
+        names.update(getattr(klass, "__slots__", ()))
+        for name, value in vars(klass).items():
+            if type(value).__name__ in ("getset_descriptor", "member_descriptor"):
+                names.add(name)
+    return {n for n in names if not n.startswith("__")}
+
+
+def changed(value: Any) -> Any:
+    """A value of the same kind as ``value`` that differs from it."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, enum.Enum):
+        return next(m for m in type(value) if m != value)
+    if isinstance(value, int):
+        return value + 1
+    if value is None:
+        return 1
+    if isinstance(value, deque):
+        return deque([*value, [0, False, 0, 0, 0, 0]])
+    if isinstance(value, tuple):
+        return (*value, 1)
+    if isinstance(value, PEContextInfo):
+        other = value.copy()
+        other.context_id += 1
+        return other
+    raise AssertionError(f"no change known for {value!r}")
+
+
+def test_decoder_cut_state_covers_every_attribute() -> None:
+    names = attributes(decoder()) - set(Etmv4Decoder.CUT_CONSTANTS)
+    names.discard("CUT_CONSTANTS")
+    assert {"state", "pe", "stack", "rs", "need_addr", "addr", "last_cc"} <= names
+    for name in sorted(names):
+        dec = decoder()
+        before = dec.cut_state()
+        if name == "rs":
+            dec.rs.entries.append((0x1000, 0))
+        elif name == "unsync_reason":
+            dec.unsync_reason = changed(dec.unsync_reason)  # read while not synchronised
+        else:
+            setattr(dec, name, changed(getattr(dec, name)))
+        assert dec.cut_state() != before, f"{name} is not in the decoder's cut state"
+
+
+def test_decoder_cut_state_ignores_unsync_reason_when_synchronised() -> None:
+    """Once decoding, the reason is always set again before it is read."""
+    dec = decoder()
+    dec.state = 3  # decoding (the decoder's _DECODE)
+    before = dec.cut_state()
+    dec.unsync_reason = changed(dec.unsync_reason)
+    assert dec.cut_state() == before
+
+
+READER_CONFIG = {
+    "readers",
+    "kinds",
+    "is_ete",
+    "m_type",
+    "cc_mask",
+    "commit_opt1",
+    "max_spec",
+    "vmid_bytes",
+    "cid_bytes",
+}
+"""ReaderState slots that come from the configuration."""
+
+
+def test_reader_cut_state_covers_every_slot() -> None:
+    names = attributes(ReaderState(config())) - READER_CONFIG
+    assert {"hist", "cid", "ts", "cc_thr"} <= names
+    for name in sorted(names):
+        st = ReaderState(config())
+        before = st.cut_state()
+        setattr(st, name, changed(getattr(st, name)))
+        assert st.cut_state() != before, f"{name} is not in the reader's cut state"
+
+
+@pytest.mark.parametrize("start", [0, 5, 9, 10, 17, 30, 39])
+def test_window_is_the_stream_from_an_index(start: int) -> None:
+    # Three runs of capture indices: 0-9, 100-119, 200-209; delivered in two blocks.
+    data = bytes(range(40))
+    whole = Stream(1, data, np.array([0, 10, 30]), np.array([0, 100, 200]))
+    blocks = [
+        Stream(1, data[:15], np.array([0, 10]), np.array([0, 100])),
+        Stream(1, data[15:], np.array([0, 15]), np.array([105, 200])),
+    ]
+
+    class Blocks(Stream):
+        def blocks(self) -> Any:
+            return iter(blocks)
+
+    source = Blocks(1, data, whole.run_pos, whole.run_idx)
+    index = whole.offset_at(start)
+    window = WindowStream(source, index)
+    got = [(i, b) for block in window.blocks() for i, b in block.chunks()]
+    expected = [(i, b) for i, b in whole.chunks()]
+    # The expected window: the whole stream's chunks from ``index`` on.
+    want: list[tuple[int, bytes]] = []
+    for i, b in expected:
+        if i + len(b) <= index:
+            continue
+        skip = max(0, index - i)
+        want.append((i + skip, b[skip:]))
+    merged = Stream.from_chunks(1, got)
+    assert list(merged.chunks()) == list(Stream.from_chunks(1, want).chunks())
+    assert window.data == data[start:]
+    assert window.offset_at(0) == index
