@@ -79,6 +79,15 @@ class SourceRun:
         # The decoder drives its code memory (set_context, advance): nothing watches here.
         return self.protocol.iter_elements(packets, self.config, self.context)
 
+    def row_packets(self) -> Iterator[Packet]:
+        """The packets as :meth:`rows` reads them by default: those of :meth:`packets`,
+        except that a protocol may group some (ETMv4/ETE: atom packets in a row, as
+        one :class:`~cstrace.protocols.etmv4.packets.AtomRun`)."""
+        read = self.protocol.iter_row_packets
+        if read is None:
+            return self.packets()
+        return read(self.stream, self.config, self.context.complete)
+
     def rows(self, packets: Iterable[Packet] | None = None) -> Iterator[list[Any]]:
         """The elements as lists of element rows (:mod:`cstrace.rows`), in order.
 
@@ -87,7 +96,7 @@ class SourceRun:
         :meth:`elements`: a subclass that watches both sees each element once.)
         """
         if packets is None:
-            packets = self.packets()
+            packets = self.row_packets()
         make = self.protocol.iter_rows
         if make is None:
             return element_lists(self.protocol.iter_elements(packets, self.config, self.context))

@@ -330,6 +330,7 @@ PACKET_KINDS: dict[str, dict[str, tuple[str, str]]] = {
         "Async": ("sync", ""),
         "Overflow": ("overflow", "OVERFLOW"),
         "BadPacket": ("bad_etmv4", ""),
+        "AtomRun": ("grouped", ""),
     },
     "ptm": {
         "NotSync": ("unsynced_ptm", ""),
@@ -412,6 +413,8 @@ class _Tally:
         self.bytes = 0
         self._readers: list[list[int]] = []
         """Per counted packet iterator: packets passed, and 1 once it reached its end."""
+        self.grouped = 0
+        """Packets passed inside packets that stand for several, beyond the first of each."""
         self.elements = 0
         self.unsynced = 0
         self.syncs = _List(limit)
@@ -442,7 +445,11 @@ class _Tally:
             "bad": self._bad_packet,
             "bad_etmv4": self._bad_etmv4,
             "truncated": self._truncated,
+            "grouped": self._grouped,
         }
+        kinds = _packet_kinds(run.protocol.name)
+        self.grouped_types = frozenset(c for c, (h, _) in kinds.items() if h == "grouped")
+        """Packet classes that stand for ``len(raw)`` packets."""
         self.packet_handlers: dict[type, Callable[[Packet], None]] = {
             cls: _bind(methods[handler], label)
             for cls, (handler, label) in _packet_kinds(run.protocol.name).items()
@@ -554,8 +561,12 @@ class _Tally:
 
     @property
     def packets(self) -> int:
-        """Packets counted so far."""
-        return sum(t[0] for t in self._readers)
+        """Packets counted so far (a packet that stands for several counts as those)."""
+        return sum(t[0] for t in self._readers) + self.grouped
+
+    def _grouped(self, p: Packet, label: str) -> None:
+        """A packet that stands for ``len(raw)`` packets (ETMv4 atoms read as one)."""
+        self.grouped += len(p.raw) - 1
 
     @property
     def reader_done(self) -> bool:
@@ -598,7 +609,7 @@ class _Tally:
             for p in reader:
                 if self.stopped_at is None:
                     self.stopped_at = p.offset
-                self.undecoded_packets += 1
+                self.undecoded_packets += len(p.raw) if type(p) in self.grouped_types else 1
                 self.undecoded_bytes += len(p.raw)
 
     def result(self) -> SourceLoss:
@@ -707,12 +718,20 @@ class _CountedRun(SourceRun):
 
     def packets(self) -> Iterator[Packet]:
         """The packets of this source's stream, counted."""
+        return self._counted_reader(self.protocol.iter_packets)
+
+    def row_packets(self) -> Iterator[Packet]:
+        """The packets as the element rows read them (:meth:`SourceRun.row_packets`), counted."""
+        read = self.protocol.iter_row_packets
+        return self._counted_reader(self.protocol.iter_packets if read is None else read)
+
+    def _counted_reader(
+        self, read: Callable[[Stream, Any, bool], Iterator[Packet]]
+    ) -> Iterator[Packet]:
         tally = self.tally
         assert tally is not None
         stream = _CountingStream(self.stream, tally)
-        reader = tally.count_packets(
-            self.protocol.iter_packets(stream, self.config, self.context.complete)
-        )
+        reader = tally.count_packets(read(stream, self.config, self.context.complete))
         tally.reader = reader
         return reader
 

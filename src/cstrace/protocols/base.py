@@ -145,3 +145,7 @@ class ProtocolSpec:
     iter_rows: Callable[[Iterable[Packet], Any, DecodeContext], Iterator[list[Any]]] | None = None
     """The elements as lists of element rows (:mod:`cstrace.rows`), when the decoder makes
     them: the way to columns without an object per ``INSTR_RANGE``."""
+    iter_row_packets: Callable[[Stream, Any, bool], Iterator[Packet]] | None = None
+    """The packets as ``iter_rows`` reads them best, when that differs from
+    ``iter_packets``: the ETMv4/ETE reader groups atom packets in a row
+    (:class:`~cstrace.protocols.etmv4.packets.AtomRun`)."""

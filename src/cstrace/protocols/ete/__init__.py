@@ -25,4 +25,5 @@ PROTOCOL = ProtocolSpec(
     iter_elements=_ETMV4.iter_elements,
     uses_memory=True,
     iter_rows=_ETMV4.iter_rows,
+    iter_row_packets=_ETMV4.iter_row_packets,
 )

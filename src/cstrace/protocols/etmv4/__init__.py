@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from cstrace.capture.stream import Stream
 from cstrace.elements import Element, EoTrace, NoSync, UnsyncReason
 from cstrace.protocols.base import DecodeContext, Packet, ProtocolSpec
 from cstrace.protocols.etmv4.config import Etmv4Config, from_registers
@@ -45,6 +46,14 @@ except ImportError:  # pragma: no cover - the decoder module is written separate
     iter_elements = _no_decoder
     iter_rows = None  # type: ignore[assignment]
 
+
+def iter_row_packets(
+    stream: Stream, config: Etmv4Config, complete: bool = True
+) -> Iterator[Packet]:
+    """The packets of ``stream`` with atom packets in a row grouped, for the element rows."""
+    return iter_packets(stream, config, complete, group_atoms=True)
+
+
 PROTOCOL = ProtocolSpec(
     name="etmv4",
     from_registers=from_registers,
@@ -52,4 +61,5 @@ PROTOCOL = ProtocolSpec(
     iter_elements=iter_elements,
     uses_memory=True,
     iter_rows=iter_rows,
+    iter_row_packets=iter_row_packets if iter_rows is not None else None,
 )

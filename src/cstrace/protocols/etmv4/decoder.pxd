@@ -52,5 +52,11 @@ cdef class Etmv4Decoder:
     )
     cpdef tuple _atoms(self, long long n, unsigned long long bits, object ix)
 
-    @cython.locals(out=list, base=Py_ssize_t, kind=cython.int, n=cython.longlong, rs=_ReturnStack, a=list)
+    @cython.locals(out=list, base=Py_ssize_t, kind=cython.int)
     cpdef decode(self, object pkt)
+
+    @cython.locals(a=list, rs=_ReturnStack, out=list, base=Py_ssize_t)
+    cpdef bint _fast_atom(self, object idx, unsigned long long bits, long long n) except -1
+
+    @cython.locals(raw=bytes, i=Py_ssize_t, f=tuple, fields=tuple)
+    cpdef _atom_run(self, object pkt)

@@ -88,8 +88,10 @@ from cstrace.isa import IsaOptions, StopReason
 from cstrace.isa.blocks import Block, BlockCache, Instr
 from cstrace.protocols.base import DecodeContext, Packet
 from cstrace.protocols.etmv4.packets import Atom as Atom_
+from cstrace.protocols.etmv4.packets import AtomRun as AtomRun_
 from cstrace.protocols.etmv4.packets import NotSync as NotSync_
 from cstrace.protocols.etmv4.packets import PacketType as PT
+from cstrace.protocols.etmv4.reader import ATOM_FIELDS as _ATOM_FIELDS
 from cstrace.rows import expand
 
 __all__ = ["Etmv4Decoder", "iter_elements", "iter_rows", "merge_log"]
@@ -515,6 +517,9 @@ class Etmv4Decoder:
             idx = self.last_idx = pkt.offset
             self._no_sync(pkt, K_NOT_SYNC, idx)
             return
+        if type(pkt) is AtomRun_:
+            self._atom_run(pkt)
+            return
         idx = pkt.offset
         self.last_idx = idx
         kind = K_ATOM if type(pkt) is Atom_ else _KIND.get(pkt.kind, K_BAD)
@@ -522,28 +527,8 @@ class Etmv4Decoder:
             self.generation = self.memory.generation
             self._set_space()
         if self.state == _DECODE:
-            if kind == K_ATOM and self.fast_atoms and not self.spec_depth:
-                # Fast path (no speculation): nothing older than this atom packet
-                # but perhaps one address, so every atom is committed at once.
-                stack = self.stack
-                if not stack or (len(stack) == 1 and stack[0][_K] == _ADDR):
-                    if stack:
-                        a = stack.pop()
-                        rs = self.rs
-                        rs.pop_pending = False
-                        rs.tinfo_wait = False
-                        self.addr = a[_A]
-                        self.isa = _A64 if self.is_64bit else (_T32 if a[_B] else _A32)
-                        self.need_addr = False
-                    n = pkt.count
-                    self.res_commit = n
-                    try:
-                        self._atoms(n, pkt.bits, idx)
-                    except _SeqError:
-                        del out[base:]
-                        self._clip_log(base)
-                        self._no_sync(pkt, kind, idx)
-                    return
+            if kind == K_ATOM and self._fast_atom(idx, pkt.bits, pkt.count):
+                return
             if self._decode_packet(pkt, kind, idx):
                 self._resolve()
                 if self.state == _NO_SYNC:
@@ -552,6 +537,56 @@ class Etmv4Decoder:
                     self._advance_time(base)
             return
         self._no_sync(pkt, kind, idx)
+
+    def _fast_atom(self, idx: int, bits: int, n: int) -> bool:
+        """The fast path of an atom packet (no speculation), in the decode state.
+
+        Taken when nothing older than the packet is stacked but perhaps one
+        address: every atom is then committed at once. Returns False, having
+        done nothing, when the general path must take the packet.
+        """
+        if not self.fast_atoms or self.spec_depth:
+            return False
+        stack = self.stack
+        if stack:
+            if len(stack) != 1 or stack[0][_K] != _ADDR:
+                return False
+            a = stack.pop()
+            rs = self.rs
+            rs.pop_pending = False
+            rs.tinfo_wait = False
+            self.addr = a[_A]
+            self.isa = _A64 if self.is_64bit else (_T32 if a[_B] else _A32)
+            self.need_addr = False
+        out = self.out
+        base = len(out)
+        self.res_commit = n
+        try:
+            self._atoms(n, bits, idx)
+        except _SeqError:
+            del out[base:]
+            self._clip_log(base)
+            self._no_sync(None, K_ATOM, idx)
+        return True
+
+    def _atom_run(self, pkt: Any) -> None:
+        """Atom packets read as one (:class:`~cstrace.protocols.etmv4.packets.AtomRun`):
+        each as :meth:`decode` takes an atom packet, without an object when the fast
+        path takes it."""
+        raw = pkt.raw
+        off = pkt.offset
+        fields = _ATOM_FIELDS
+        for i in range(len(raw)):
+            f = fields[raw[i]]
+            idx = off + i
+            if self.state == _DECODE:
+                self.last_idx = idx
+                if self.memory.generation != self.generation:
+                    self.generation = self.memory.generation
+                    self._set_space()
+                if self._fast_atom(idx, f[2], f[3]):
+                    continue
+            self.decode(Atom_(idx, f[0], f[1], f[2], f[3]))
 
     def _no_sync(self, pkt: Any, kind: int, idx: int) -> None:
         """The reference's NO_SYNC / WAIT_SYNC / WAIT_TINFO states for one packet."""

@@ -37,6 +37,7 @@ __all__ = [
     "AddressMatch",
     "Async",
     "Atom",
+    "AtomRun",
     "BadPacket",
     "Cancel",
     "Commit",
@@ -833,6 +834,27 @@ class Atom(Etmv4Packet):
         self.kind = kind
         self.bits = bits
         self.count = count
+
+
+class AtomRun(Etmv4Packet):
+    """Two or more atom packets that follow each other in the stream, read as one.
+
+    Only a reader asked to group atoms gives these (``iter_packets(...,
+    group_atoms=True)``: the element-rows path, where no one looks at the
+    packets one by one): ``raw`` holds one header byte per atom packet, the
+    first at ``offset``, the others at the capture indices after it. ``kind`` is
+    that of the first. It stands for ``len(raw)`` :class:`Atom` packets
+    (:meth:`atoms` gives them).
+    """
+
+    __slots__ = ()
+    KIND = PacketType.ATOM_F1
+
+    def atoms(self) -> list[Atom]:
+        """The atom packets this run stands for, in order."""
+        from cstrace.protocols.etmv4.reader import atom_packet
+
+        return [atom_packet(self.offset + i, b) for i, b in enumerate(self.raw)]
 
 
 # -- errors ----------------------------------------------------------------------------

@@ -67,6 +67,7 @@ from cstrace.protocols.etmv4.packets import (
     AddressMatch,
     Async,
     Atom,
+    AtomRun,
     BadPacket,
     Cancel,
     Commit,
@@ -101,10 +102,12 @@ from cstrace.protocols.etmv4.packets import (
 
 __all__ = [
     "ATOMS",
+    "ATOM_FIELDS",
     "HEADER_ROWS",
     "HeaderRow",
     "Reader",
     "ReaderState",
+    "atom_packet",
     "header_table",
     "iter_packets",
     "read_packet",
@@ -984,6 +987,15 @@ def read_atom(
     return Atom(off, raw, kind, bits, count), pos + 1
 
 
+def atom_packet(offset: int, header: int) -> Atom:
+    """The atom packet whose header byte is ``header``, at capture index ``offset``."""
+    fields = _ATOM_FIELDS[header]
+    if fields is None:
+        raise ValueError(f"{header:#04x} is not the header of an atom packet")
+    raw, kind, bits, count = fields
+    return Atom(offset, raw, kind, bits, count)
+
+
 def read_packet(
     data: bytes, pos: int, end: int, off: int, st: ReaderState
 ) -> tuple[Etmv4Packet, int] | None:
@@ -1462,6 +1474,8 @@ ATOMS = _atom_table()
 _ATOM_FIELDS: tuple[tuple[bytes, PacketType, int, int] | None, ...] = tuple(
     None if a is None else (_RAW1[b], *a) for b, a in enumerate(ATOMS)
 )
+ATOM_FIELDS = _ATOM_FIELDS
+"""Per header byte: ``(raw, kind, E bits, count)`` of its atom packet, None if not an atom."""
 
 
 # -- the stream -------------------------------------------------------------------------
@@ -1567,7 +1581,11 @@ def _cut_kind(data: bytes, pos: int, kinds: tuple[PacketType, ...]) -> PacketTyp
 
 
 def iter_packets(
-    stream: Stream, config: Etmv4Config, complete: bool = True, state: ReaderState | None = None
+    stream: Stream,
+    config: Etmv4Config,
+    complete: bool = True,
+    state: ReaderState | None = None,
+    group_atoms: bool = False,
 ) -> Iterator[Etmv4Packet]:
     """Read the ETMv4/ETE packets of one trace ID's stream (see the module docstring).
 
@@ -1585,6 +1603,11 @@ def iter_packets(
     ``state``, when given, is the fresh :class:`ReaderState` the stream is read
     with (a caller that cuts the stream at synchronisation points compares it
     with another reader's, :mod:`cstrace.split`); by default one is made.
+
+    ``group_atoms``: two or more atom packets in a row (at consecutive capture
+    indices) come as one :class:`~cstrace.protocols.etmv4.packets.AtomRun`,
+    for a consumer that takes them together (the decoder's element rows): half
+    the packet objects of a typical trace.
     """
     win = BlockWindow(stream)
     if not win.advance(0):
@@ -1627,6 +1650,18 @@ def iter_packets(
             hdr = data[pos]
             fields = atom_fields[hdr]
             if fields is not None:
+                if group_atoms:
+                    q = pos + 1
+                    while q < stop and atom_fields[data[q]] is not None:
+                        q += 1
+                    if q - pos > 1:
+                        rpkt = new_obj(AtomRun)
+                        rpkt.offset = off
+                        rpkt.raw = data[pos:q]
+                        rpkt.kind = fields[1]
+                        yield rpkt
+                        pos = q
+                        continue
                 # runs of atoms are most of the trace: stay in this loop while they last
                 while True:
                     # this is the hottest line of the reader
