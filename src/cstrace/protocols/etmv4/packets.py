@@ -844,17 +844,11 @@ class AtomRun(Etmv4Packet):
     packets one by one): ``raw`` holds one header byte per atom packet, the
     first at ``offset``, the others at the capture indices after it. ``kind`` is
     that of the first. It stands for ``len(raw)`` :class:`Atom` packets
-    (:meth:`atoms` gives them).
+    (:func:`cstrace.protocols.etmv4.reader.run_atoms` gives them).
     """
 
     __slots__ = ()
     KIND = PacketType.ATOM_F1
-
-    def atoms(self) -> list[Atom]:
-        """The atom packets this run stands for, in order."""
-        from cstrace.protocols.etmv4.reader import atom_packet
-
-        return [atom_packet(self.offset + i, b) for i, b in enumerate(self.raw)]
 
 
 # -- errors ----------------------------------------------------------------------------

@@ -112,6 +112,7 @@ __all__ = [
     "iter_packets",
     "read_packet",
     "row_bytes",
+    "run_atoms",
 ]
 
 P = PacketType
@@ -994,6 +995,11 @@ def atom_packet(offset: int, header: int) -> Atom:
         raise ValueError(f"{header:#04x} is not the header of an atom packet")
     raw, kind, bits, count = fields
     return Atom(offset, raw, kind, bits, count)
+
+
+def run_atoms(run: AtomRun) -> list[Atom]:
+    """The atom packets an :class:`~cstrace.protocols.etmv4.packets.AtomRun` stands for."""
+    return [atom_packet(run.offset + i, b) for i, b in enumerate(run.raw)]
 
 
 def read_packet(
