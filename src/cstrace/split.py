@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from cstrace.capture.lazy import GatheredStream
 from cstrace.capture.stream import Stream
 from cstrace.decode import SourceRun
 from cstrace.elements import Diagnostic, Element
@@ -149,7 +150,7 @@ def _from(block: Stream, start: int) -> Stream | None:
     return Stream(block.trace_id, block.data[first:], new_pos, new_idx)
 
 
-class WindowStream(Stream):
+class WindowStream(GatheredStream):
     """The part of a stream from a capture index on, read block by block as the stream is."""
 
     __slots__ = ("_full", "_inner", "_start")
@@ -179,51 +180,6 @@ class WindowStream(Stream):
                 self.trace_id, [c for b in self.blocks() for c in b.chunks()]
             )
         return self._full
-
-    @property
-    def data(self) -> bytes:
-        """All of the window's bytes (gathered on first use)."""
-        return self._gather().data
-
-    @data.setter
-    def data(self, value: bytes) -> None:
-        self._gather().data = value
-
-    @property
-    def run_pos(self) -> Any:
-        """Window positions where runs of consecutive capture indices start."""
-        return self._gather().run_pos
-
-    @run_pos.setter
-    def run_pos(self, value: Any) -> None:
-        self._gather().run_pos = value
-
-    @property
-    def run_idx(self) -> Any:
-        """Capture index of the first byte of each run."""
-        return self._gather().run_idx
-
-    @run_idx.setter
-    def run_idx(self, value: Any) -> None:
-        self._gather().run_idx = value
-
-    def __len__(self) -> int:
-        return len(self._gather().data)
-
-    def __bool__(self) -> bool:
-        return True
-
-    def offset_at(self, pos: int) -> int:
-        """Capture index of the byte at window position ``pos``."""
-        return self._gather().offset_at(pos)
-
-    def offsets(self) -> Any:
-        """Capture index of every byte of the window."""
-        return self._gather().offsets()
-
-    def chunks(self) -> Iterator[tuple[int, bytes]]:
-        """``(capture index, bytes)`` for each run of consecutive indices."""
-        return self._gather().chunks()
 
     def __repr__(self) -> str:
         return f"WindowStream({self._inner!r} from {self._start})"
