@@ -1328,26 +1328,6 @@ def iter_elements(
 
     Lazy: the elements of a packet come before the next packet is read.
     """
-    dec = Etmv4Decoder(config, context)
-    log = dec.log
-    out: list[Any] = []
-    dec.out = out
-    for pkt in packets:
-        dec.decode(pkt)
-        if log:
-            merge_log(out, 0, log)
-        if out:
-            # the element rows as objects (see cstrace.rows.expand)
-            n = len(out)
-            i = 0
-            while i < n:
-                x = out[i]
-                if type(x) is int:
-                    yield InstrRange(x, *out[i + 1])
-                    i += 2
-                else:
-                    yield x
-                    i += 1
-            out.clear()
-    dec.finish()
-    yield from expand(out)
+    # One list of rows per packet that gave elements, made objects before the next is read.
+    for out in iter_rows(packets, config, context, 1):
+        yield from expand(out)
