@@ -54,8 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from cstrace.capture.lazy import GatheredStream
-from cstrace.capture.stream import Stream
+from cstrace.capture.stream import GatheredStream, Stream
 from cstrace.decode import SourceRun
 from cstrace.elements import Diagnostic, Element
 from cstrace.memory.code import NoMemory

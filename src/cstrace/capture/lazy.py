@@ -24,9 +24,9 @@ import numpy as np
 import numpy.typing as npt
 
 from cstrace.capture.formatter import _HIGHEST, FRAME_SIZE, _Unpacker
-from cstrace.capture.stream import Stream
+from cstrace.capture.stream import GatheredStream, Stream
 
-__all__ = ["BLOCK_SIZE", "GatheredStream", "LazyStream", "ReadBlocks", "find_empty_block_stop"]
+__all__ = ["BLOCK_SIZE", "LazyStream", "ReadBlocks", "find_empty_block_stop"]
 
 BLOCK_SIZE = 1 << 20
 """Bytes read and demultiplexed at a time (a multiple of the 16-byte frame)."""
@@ -97,63 +97,6 @@ def find_empty_block_stop(
             top = int(_HIGHEST[int(np.packbits(is_id[row], bitorder="little")[0])])
             last_id = int(slots[row, top]) >> 1
     return None
-
-
-class GatheredStream(Stream):
-    """A stream read block by block (:meth:`blocks`) whose whole bytes and runs are
-    gathered only when asked for (:meth:`_gather`, which a subclass writes)."""
-
-    __slots__ = ()
-
-    def _gather(self) -> Stream:
-        """The whole stream, as one :class:`Stream` (made once, on first use)."""
-        raise NotImplementedError
-
-    @property
-    def data(self) -> bytes:
-        """All of the stream's bytes (gathered on first use)."""
-        return self._gather().data
-
-    @data.setter
-    def data(self, value: bytes) -> None:
-        self._gather().data = value
-
-    @property
-    def run_pos(self) -> npt.NDArray[np.int64]:
-        """Stream positions where runs of consecutive capture indices start."""
-        return self._gather().run_pos
-
-    @run_pos.setter
-    def run_pos(self, value: npt.NDArray[np.int64]) -> None:
-        self._gather().run_pos = value
-
-    @property
-    def run_idx(self) -> npt.NDArray[np.int64]:
-        """Capture index of the first byte of each run."""
-        return self._gather().run_idx
-
-    @run_idx.setter
-    def run_idx(self, value: npt.NDArray[np.int64]) -> None:
-        self._gather().run_idx = value
-
-    def __len__(self) -> int:
-        return len(self._gather().data)
-
-    def __bool__(self) -> bool:
-        # A truth test must not gather the whole stream (len() would).
-        return True
-
-    def offsets(self) -> npt.NDArray[np.int64]:
-        """Capture index of every byte."""
-        return self._gather().offsets()
-
-    def chunks(self) -> Iterator[tuple[int, bytes]]:
-        """``(capture index, bytes)`` for each run of consecutive indices."""
-        return self._gather().chunks()
-
-    def offset_at(self, pos: int) -> int:
-        """Capture index of the byte at stream position ``pos``."""
-        return self._gather().offset_at(pos)
 
 
 class LazyStream(GatheredStream):

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Stream", "WrappedStream"]
+__all__ = ["GatheredStream", "Stream", "WrappedStream"]
 
 
 class Stream:
@@ -119,7 +119,64 @@ class Stream:
         return f"Stream({tid}, {len(self.data)} bytes, {len(self.run_pos)} runs)"
 
 
-class WrappedStream(Stream):
+class GatheredStream(Stream):
+    """A stream read block by block (:meth:`blocks`) whose whole bytes and runs are
+    gathered only when asked for (:meth:`_gather`, which a subclass writes)."""
+
+    __slots__ = ()
+
+    def _gather(self) -> Stream:
+        """The whole stream, as one :class:`Stream` (made once, on first use)."""
+        raise NotImplementedError
+
+    @property
+    def data(self) -> bytes:
+        """All of the stream's bytes (gathered on first use)."""
+        return self._gather().data
+
+    @data.setter
+    def data(self, value: bytes) -> None:
+        self._gather().data = value
+
+    @property
+    def run_pos(self) -> npt.NDArray[np.int64]:
+        """Stream positions where runs of consecutive capture indices start."""
+        return self._gather().run_pos
+
+    @run_pos.setter
+    def run_pos(self, value: npt.NDArray[np.int64]) -> None:
+        self._gather().run_pos = value
+
+    @property
+    def run_idx(self) -> npt.NDArray[np.int64]:
+        """Capture index of the first byte of each run."""
+        return self._gather().run_idx
+
+    @run_idx.setter
+    def run_idx(self, value: npt.NDArray[np.int64]) -> None:
+        self._gather().run_idx = value
+
+    def __len__(self) -> int:
+        return len(self._gather())
+
+    def __bool__(self) -> bool:
+        # A truth test must not gather the whole stream (len() would).
+        return True
+
+    def offsets(self) -> npt.NDArray[np.int64]:
+        """Capture index of every byte."""
+        return self._gather().offsets()
+
+    def chunks(self) -> Iterator[tuple[int, bytes]]:
+        """``(capture index, bytes)`` for each run of consecutive indices."""
+        return self._gather().chunks()
+
+    def offset_at(self, pos: int) -> int:
+        """Capture index of the byte at stream position ``pos``."""
+        return self._gather().offset_at(pos)
+
+
+class WrappedStream(GatheredStream):
     """A stream that stands for another: everything is the inner stream's, attributes of
     its own class included. Subclasses watch what a reader takes (``blocks``, ``data``)."""
 
@@ -130,58 +187,17 @@ class WrappedStream(Stream):
         self.trace_id = inner.trace_id
         self._inner = inner
 
+    def _gather(self) -> Stream:
+        """The inner stream."""
+        return self._inner
+
     def blocks(self) -> Iterator[Stream]:
         """The inner stream's blocks."""
         return self._inner.blocks()
 
-    @property
-    def data(self) -> bytes:
-        """All the inner stream's bytes."""
-        return self._inner.data
-
-    @data.setter
-    def data(self, value: bytes) -> None:
-        self._inner.data = value
-
-    @property
-    def run_pos(self) -> npt.NDArray[np.int64]:
-        """The inner stream's run positions."""
-        return self._inner.run_pos
-
-    @run_pos.setter
-    def run_pos(self, value: npt.NDArray[np.int64]) -> None:
-        self._inner.run_pos = value
-
-    @property
-    def run_idx(self) -> npt.NDArray[np.int64]:
-        """The inner stream's run indices."""
-        return self._inner.run_idx
-
-    @run_idx.setter
-    def run_idx(self, value: npt.NDArray[np.int64]) -> None:
-        self._inner.run_idx = value
-
     def __getattr__(self, name: str) -> Any:
         # What a stream class of its own adds (a trace-port capture's ``fmt``...).
         return getattr(self._inner, name)
-
-    def __len__(self) -> int:
-        return len(self._inner)
-
-    def __bool__(self) -> bool:
-        return True
-
-    def offset_at(self, pos: int) -> int:
-        """Capture index of the byte at stream position ``pos``."""
-        return self._inner.offset_at(pos)
-
-    def offsets(self) -> npt.NDArray[np.int64]:
-        """Capture index of every byte."""
-        return self._inner.offsets()
-
-    def chunks(self) -> Iterator[tuple[int, bytes]]:
-        """``(capture index, bytes)`` for each run of consecutive indices."""
-        return self._inner.chunks()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._inner!r})"
