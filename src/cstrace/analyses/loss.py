@@ -404,6 +404,17 @@ def _packet_kinds(protocol: str) -> dict[type, tuple[str, str]]:
     return found
 
 
+def _add_hits(table: dict[int, list[int]], address: int, n: int, offset: int, space: int) -> None:
+    """Count ``n`` hits of ``address`` (first seen at ``offset``, in memory ``space``) in
+    ``table``: address -> [hits, first offset, memory spaces]."""
+    seen = table.get(address)
+    if seen is None:
+        table[address] = [n, offset, space]
+    else:
+        seen[0] += n
+        seen[2] |= space
+
+
 class _Tally:
     """The counts of one run, updated by the wrappers of its iterators."""
 
@@ -451,8 +462,7 @@ class _Tally:
         self.grouped_types = frozenset(c for c, (h, _) in kinds.items() if h == "grouped")
         """Packet classes that stand for ``len(raw)`` packets."""
         self.packet_handlers: dict[type, Callable[[Packet], None]] = {
-            cls: _bind(methods[handler], label)
-            for cls, (handler, label) in _packet_kinds(run.protocol.name).items()
+            cls: _bind(methods[handler], label) for cls, (handler, label) in kinds.items()
         }
         handlers: dict[type, Callable[[Any], None]] = {
             NoSync: self._nosync,
@@ -533,12 +543,7 @@ class _Tally:
             self.local_ts = [ts, ts, 1]
 
     def _nacc(self, e: AddrNacc) -> None:
-        seen = self.nacc.get(e.address)
-        if seen is None:
-            self.nacc[e.address] = [1, e.offset, int(e.mem_space)]
-        else:
-            seen[0] += 1
-            seen[2] |= int(e.mem_space)
+        _add_hits(self.nacc, e.address, 1, e.offset, int(e.mem_space))
 
     def _diagnostic(self, e: Diagnostic) -> None:
         if e.kind in _BAD_DIAGNOSTICS:
@@ -834,12 +839,7 @@ def merge_losses(
     seen: dict[int, list[int]] = {}
     for _, hits in parts:
         for address, (n, offset, space) in hits.items():
-            got = seen.get(address)
-            if got is None:
-                seen[address] = [n, offset, space]
-            else:
-                got[0] += n
-                got[2] |= space
+            _add_hits(seen, address, n, offset, space)
     ranges = group_addresses(seen)
     kinds: dict[str, list[Occurrences]] = {}
     for loss in losses:
