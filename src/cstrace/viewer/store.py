@@ -292,34 +292,29 @@ class TraceStore:
         self.first_row = np.concatenate(([0], np.cumsum(rows))).astype(np.int64)
         n = len(b)
         idx = np.arange(n, dtype=np.int64)
-        # Carry each run's last timestamp and exception level forward.
+        # Carry each run's last timestamp, exception level and context ID forward.
         ts_at = np.where(b["timestamp_valid"], idx, -1)
         el_at = np.where((types == int(ElemType.PE_CONTEXT)) & b["el_valid"], idx, -1)
-        ts = np.zeros(n, np.int64)
-        levels = np.full(n, -1, np.int8)
-        for run in self.runs:
-            s = slice(run.first, run.first + run.count)
-            if run.count == 0:
-                continue
-            last = np.maximum.accumulate(ts_at[s])
-            ok = last >= run.first
-            ts[s] = np.where(ok, b["timestamp"][np.maximum(last, 0)].astype(np.int64), -1)
-            last_el = np.maximum.accumulate(el_at[s])
-            ok = last_el >= run.first
-            levels[s] = np.where(ok, b["exception_level"][np.maximum(last_el, 0)], -1)
-        self.timestamps = ts
-        self.levels = levels
-        # Each element's context ID: the last PE_CONTEXT's of its run (-1: none yet).
         ctx_at = np.where((types == int(ElemType.PE_CONTEXT)) & b["ctxt_id_valid"], idx, -1)
-        contexts = np.full(n, -1, np.int64)
+        self.timestamps = self._carried(ts_at, b["timestamp"], np.int64, 0)
+        self.levels = self._carried(el_at, b["exception_level"], np.int8, -1)
+        self.contexts = self._carried(ctx_at, b["context_id"], np.int64, -1)
+
+    def _carried(
+        self, marked: npt.NDArray[np.int64], values: npt.NDArray[Any], dtype: Any, init: int
+    ) -> npt.NDArray[Any]:
+        """Per element, ``values`` at the last element of its run at or before it that
+        ``marked`` names (``marked``: the element's index there, -1 elsewhere); -1 where
+        there is none yet (``init`` outside every run)."""
+        out = np.full(len(marked), init, dtype)
         for run in self.runs:
-            s = slice(run.first, run.first + run.count)
             if run.count == 0:
                 continue
-            last = np.maximum.accumulate(ctx_at[s])
+            s = slice(run.first, run.first + run.count)
+            last = np.maximum.accumulate(marked[s])
             ok = last >= run.first
-            contexts[s] = np.where(ok, b["context_id"][np.maximum(last, 0)].astype(np.int64), -1)
-        self.contexts = contexts
+            out[s] = np.where(ok, values[np.maximum(last, 0)].astype(dtype), -1)
+        return out
 
     def _load(self, db: Any) -> None:
         """Load the element and data tables into DuckDB."""
