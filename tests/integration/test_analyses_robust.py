@@ -201,10 +201,7 @@ def test_timestamps_with_the_top_bit_set_make_a_perfetto_trace(
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> prog.Program:
-    if prog.compiler() is None:
-        pytest.skip(f"{prog.CC} not installed (Debian: gcc-aarch64-linux-gnu)")
-    pytest.importorskip("unicorn")
-    return prog.build(tmp_path_factory.mktemp("prog"))
+    return prog.build_or_skip(tmp_path_factory.mktemp("prog"))
 
 
 def raw_args(built: prog.Program, image: Path | str) -> list[str]:

@@ -41,10 +41,7 @@ def regs(registers: dict[str, int]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def a64(tmp_path_factory: pytest.TempPathFactory) -> prog.Program:
-    if prog.compiler() is None:
-        pytest.skip(f"{prog.CC} not installed (Debian: gcc-aarch64-linux-gnu)")
-    pytest.importorskip("unicorn")
-    return prog.build(tmp_path_factory.mktemp("a64"))
+    return prog.build_or_skip(tmp_path_factory.mktemp("a64"))
 
 
 @pytest.fixture(scope="module")

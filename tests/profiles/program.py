@@ -94,6 +94,17 @@ def compiler() -> str | None:
     return shutil.which(CC)
 
 
+def build_or_skip(folder: Path) -> Program:
+    """:func:`build` in ``folder``, or skip the calling test when the AArch64 compiler or
+    unicorn (the emulator that traces the program) is not installed."""
+    import pytest
+
+    if compiler() is None:
+        pytest.skip(f"{CC} not installed (Debian: gcc-aarch64-linux-gnu)")
+    pytest.importorskip("unicorn")
+    return build(folder)
+
+
 def _symbols(path: Path) -> dict[str, int]:
     from elftools.elf.elffile import ELFFile
     from elftools.elf.sections import SymbolTableSection

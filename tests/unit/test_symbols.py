@@ -31,10 +31,7 @@ EXAMPLE = ROOT / "examples" / "etm_demo"
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> prog.Program:
-    if prog.compiler() is None:
-        pytest.skip(f"{prog.CC} not installed (Debian: gcc-aarch64-linux-gnu)")
-    pytest.importorskip("unicorn")
-    return prog.build(tmp_path_factory.mktemp("prog"))
+    return prog.build_or_skip(tmp_path_factory.mktemp("prog"))
 
 
 @pytest.fixture(scope="module")
