@@ -40,6 +40,7 @@ cdef class Etmv4Decoder:
         commit=cython.longlong,
         rs=_ReturnStack,
         blocks=list,
+        out=list,
         isa=cython.int,
         it=cython.int,
         pop_pending=cython.bint,
@@ -50,7 +51,7 @@ cdef class Etmv4Decoder:
         table=dict,
         bits=cython.ulonglong,
     )
-    cpdef tuple _atoms(self, long long n, unsigned long long bits, object ix)
+    cpdef Py_ssize_t _atoms(self, Py_ssize_t n, unsigned long long bits, object ix) except? -1
 
     @cython.locals(out=list, base=Py_ssize_t, kind=cython.int)
     cpdef decode(self, object pkt)
@@ -58,5 +59,5 @@ cdef class Etmv4Decoder:
     @cython.locals(a=list, rs=_ReturnStack, out=list, base=Py_ssize_t)
     cpdef bint _fast_atom(self, object idx, unsigned long long bits, long long n) except -1
 
-    @cython.locals(raw=bytes, i=Py_ssize_t, f=tuple, fields=tuple)
+    @cython.locals(raw=bytes, i=Py_ssize_t, f=tuple, fields=tuple, fresh=cython.bint)
     cpdef _atom_run(self, object pkt)

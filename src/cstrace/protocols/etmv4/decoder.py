@@ -576,16 +576,22 @@ class Etmv4Decoder:
         raw = pkt.raw
         off = pkt.offset
         fields = _ATOM_FIELDS
+        # The memory's view changes only outside this call or in the general path
+        # (decode checks it itself): look at it before the first atom and after decode.
+        fresh = True
         for i in range(len(raw)):
             f = fields[raw[i]]
             idx = off + i
             if self.state == _DECODE:
                 self.last_idx = idx
-                if self.memory.generation != self.generation:
-                    self.generation = self.memory.generation
-                    self._set_space()
+                if fresh:
+                    fresh = False
+                    if self.memory.generation != self.generation:
+                        self.generation = self.memory.generation
+                        self._set_space()
                 if self._fast_atom(idx, f[2], f[3]):
                     continue
+            fresh = True
             self.decode(Atom_(idx, f[0], f[1], f[2], f[3]))
 
     def _no_sync(self, pkt: Any, kind: int, idx: int) -> None:
@@ -821,10 +827,11 @@ class Etmv4Decoder:
             e = stack[0]
             k = e[_K]
             if k == _ATOM:
-                left, bits = self._atoms(e[_A], e[_B], e[_IX])
+                total = e[_A]
+                left = self._atoms(total, e[_B], e[_IX])
                 if left:
                     e[_A] = left
-                    e[_B] = bits
+                    e[_B] >>= total - left
                     continue  # atoms left in the element: nothing more to commit
             elif k == _ADDR:
                 rs.pop_pending = False
@@ -1014,17 +1021,18 @@ class Etmv4Decoder:
 
     # -- program flow ----------------------------------------------------------------
 
-    def _atoms(self, n: int, bits: int, ix: int) -> tuple[int, int]:
+    def _atoms(self, n: int, bits: int, ix: int) -> int:
         """Commit up to ``n`` atoms (the reference's processAtom, once per atom).
 
         ``bits`` holds the atoms, oldest in bit 0 (1 = E); ``ix`` is the Idx of
         their packet. Each atom walks from the current address to the next
-        waypoint (one block-cache lookup) and applies E/N to it. Returns the
-        atoms left uncommitted and their bits.
+        waypoint (one block-cache lookup) and applies E/N to it. Returns how
+        many atoms are left uncommitted: the caller's ``bits`` shifted right by
+        the atoms taken (``n`` less that) are theirs.
         """
         commit = self.res_commit
         rs = self.rs
-        append = self.out.append
+        out = self.out
         blocks = self.blocks
         addr = self.addr
         isa = self.isa
@@ -1079,34 +1087,34 @@ class Etmv4Decoder:
                             if blk.subtype == _V8_ERET and self.is_ete:
                                 # No exception-return packet in ETE: show the ERET.
                                 isa = blk.next_isa
-                                append(ix)
-                                append(blk.range_e)
-                                append(ExceptionRet(ix))
+                                out.append(ix)
+                                out.append(blk.range_e)
+                                out.append(ExceptionRet(ix))
                                 continue
                     isa = blk.next_isa
-                    append(ix)
-                    append(blk.range_e)
+                    out.append(ix)
+                    out.append(blk.range_e)
                 else:
                     addr = blk.end
-                    append(ix)
-                    append(blk.range_n)
+                    out.append(ix)
+                    out.append(blk.range_n)
             else:
                 # No waypoint: the opcode at blk.end is in no memory image.
                 need = True
                 self.need_addr = True
                 if blk.count:
-                    append(ix)
-                    append(blk.range_e)
+                    out.append(ix)
+                    out.append(blk.range_e)
                     isa = blk.next_isa
                 addr = blk.end
-                append(AddrNacc(ix, addr, self.space))
+                out.append(AddrNacc(ix, addr, self.space))
         # (A sequence error raised above has reset the decoder: nothing to write back.)
         self.addr = addr
         self.isa = isa
         self.it = it
         rs.pop_pending = pop_pending
         self.res_commit = commit
-        return n, bits
+        return n
 
     def _exception(self) -> None:
         """Range up to the preferred return address, then EXCEPTION (processException)."""
