@@ -423,9 +423,8 @@ class _Tally:
         self.limit = limit
         self.bytes = 0
         self._readers: list[list[int]] = []
-        """Per counted packet iterator: packets passed, and 1 once it reached its end."""
-        self.grouped = 0
-        """Packets passed inside packets that stand for several, beyond the first of each."""
+        """Per counted packet iterator: packets passed (a packet that stands for several,
+        ``grouped_types``, counts as those), and 1 once it reached its end."""
         self.elements = 0
         self.unsynced = 0
         self.syncs = _List(limit)
@@ -456,13 +455,14 @@ class _Tally:
             "bad": self._bad_packet,
             "bad_etmv4": self._bad_etmv4,
             "truncated": self._truncated,
-            "grouped": self._grouped,
         }
         kinds = _packet_kinds(run.protocol.name)
         self.grouped_types = frozenset(c for c, (h, _) in kinds.items() if h == "grouped")
         """Packet classes that stand for ``len(raw)`` packets."""
         self.packet_handlers: dict[type, Callable[[Packet], None]] = {
-            cls: _bind(methods[handler], label) for cls, (handler, label) in kinds.items()
+            cls: _bind(methods[handler], label)
+            for cls, (handler, label) in kinds.items()
+            if handler != "grouped"
         }
         handlers: dict[type, Callable[[Any], None]] = {
             NoSync: self._nosync,
@@ -562,16 +562,12 @@ class _Tally:
         """``source``, counted (through the compiled :func:`cstrace.tally.counted`)."""
         totals = [0, 0]
         self._readers.append(totals)
-        return counted(source, self.packet_handlers, totals)
+        return counted(source, self.packet_handlers, totals, self.grouped_types)
 
     @property
     def packets(self) -> int:
         """Packets counted so far (a packet that stands for several counts as those)."""
-        return sum(t[0] for t in self._readers) + self.grouped
-
-    def _grouped(self, p: Packet, label: str) -> None:
-        """A packet that stands for ``len(raw)`` packets (ETMv4 atoms read as one)."""
-        self.grouped += len(p.raw) - 1
+        return sum(t[0] for t in self._readers)
 
     @property
     def reader_done(self) -> bool:

@@ -557,6 +557,31 @@ class BlockCache:
 
     def _walk_block(self, address: int, isa: int, space: int, it: int) -> Block:
         find = self.memory.find
+        if not it:
+            # Most walks: A64/A32 code with a waypoint index, the waypoint in the same region.
+            region = find(address, space)
+            if region is not None:
+                got = self._walker(region, isa).waypoint(address)
+                if got is not None:
+                    count, c = got
+                    isa = int(isa)
+                    last = address + 4 * (count - 1)
+                    target, after = branch_target(isa, last, c)
+                    return Block(
+                        address,
+                        isa,
+                        count,
+                        last + 4,
+                        _WAYPOINT,
+                        0,
+                        _INT[c[1]],
+                        _INT[c[2]],
+                        c[0],
+                        c[3],
+                        c[4],
+                        target or 0,
+                        after,
+                    )
         count = 0
         a = address
         last = None

@@ -10,9 +10,9 @@ How it stays fast (DESIGN.md §4):
 - every opcode is classified once per (ISA, options) and kept in a dictionary;
   a cheap table on the top byte skips opcodes that can never be waypoints;
 - A64 and A32 instructions all have the same size, so for larger code objects
-  the waypoint positions of a 16 KiB page are found once (NumPy pre-filter,
-  then the exact classifier on the few candidates) and a walk is a binary
-  search in that page's sorted list;
+  the waypoint candidates of a 16 KiB page are found once (NumPy pre-filter)
+  and a walk is a binary search in that page's sorted list, then the exact
+  classifier on the candidates it reaches (cached per opcode);
 - T32 walks halfword by halfword inside one loop with locals.
 
 Walks of a whole code memory (regions, memory spaces, generations), and the
@@ -32,6 +32,7 @@ from bisect import bisect_left
 import numpy as np
 
 from cstrace.elements import InstrType, Isa
+from cstrace.isa.cls import Cls
 from cstrace.isa.decode import Buffer, cls_cache, info_from_cls
 from cstrace.isa.types import InstrInfo, IsaOptions, Scan, StopReason
 
@@ -92,7 +93,12 @@ def _halfwords(code: Buffer, off: int, count: int) -> memoryview | list[int]:
 
 
 class _WordIndex:
-    """Waypoint word positions of one fixed-size-ISA code object, page by page."""
+    """Waypoint candidates of one fixed-size-ISA code object, page by page.
+
+    A page holds the positions and words of its candidates (the NumPy top-byte
+    pre-filter); a candidate is classified when a walk first reaches it, so
+    the waypoints of code that never runs are never classified.
+    """
 
     __slots__ = ("cache", "code", "fn", "isa", "n", "off", "pages")
 
@@ -102,10 +108,10 @@ class _WordIndex:
         self.n = (len(code) - off) // 4
         self.isa = isa
         self.cache, self.fn = cls_cache(isa, opts)
-        self.pages: dict[int, list[int]] = {}
+        self.pages: dict[int, tuple[list[int], list[int]]] = {}
 
-    def page(self, p: int) -> list[int]:
-        """Sorted word indices of the waypoints in page ``p``."""
+    def page(self, p: int) -> tuple[list[int], list[int]]:
+        """Sorted word indices of the candidates in page ``p``, and their words."""
         lo = p << _PAGE_SHIFT
         hi = min(self.n, lo + (1 << _PAGE_SHIFT))
         arr = np.frombuffer(self.code, dtype="<u4", count=hi - lo, offset=self.off + 4 * lo)
@@ -119,30 +125,29 @@ class _WordIndex:
                 | ((arr & _A32_BX_MASK) == _A32_BX_BITS)
             )
         idx = np.flatnonzero(mask)
-        cache = self.cache
-        fn = self.fn
-        out: list[int] = []
-        for i, w in zip(idx.tolist(), arr[idx].tolist(), strict=True):
-            c = cache.get(w)
-            if c is None:
-                c = cache[w] = fn(w)
-            if c[1] != _OTHER:
-                out.append(lo + i)
-        self.pages[p] = out
-        return out
+        got = self.pages[p] = ((idx + lo).tolist(), arr[idx].tolist())
+        return got
 
     def next_waypoint(self, i: int) -> int:
         """The index of the first waypoint at or after word ``i``, or ``n`` if none."""
         n = self.n
         pages = self.pages
+        cache = self.cache
         while i < n:
             p = i >> _PAGE_SHIFT
-            wps = pages.get(p)
-            if wps is None:
-                wps = self.page(p)
-            j = bisect_left(wps, i)
-            if j < len(wps):
-                return wps[j]
+            got = pages.get(p)
+            if got is None:
+                got = self.page(p)
+            where, words = got
+            j = bisect_left(where, i)
+            while j < len(where):
+                w = words[j]
+                c = cache.get(w)
+                if c is None:
+                    c = cache[w] = self.fn(w)
+                if c[1] != _OTHER:
+                    return where[j]
+                j += 1
             i = (p + 1) << _PAGE_SHIFT
         return n
 
@@ -167,6 +172,7 @@ class Walker:
         "_extra",
         "_fn",
         "_hws",
+        "_indexed",
         "_ix",
         "base",
         "blocks",
@@ -194,6 +200,7 @@ class Walker:
         self._cache, self._fn = cls_cache(isa, opts)
         self._ix: dict[int, _WordIndex] = {}
         self._hws: memoryview | list[int] | None = None
+        self._indexed = isa != Isa.T32 and len(code) >= _INDEX_MIN_BYTES
 
     def scan(self, start: int, max_instr: int = 0, it_state: int = 0) -> Scan:
         """:meth:`walk`, remembered (do not modify the result)."""
@@ -225,6 +232,29 @@ class Walker:
         if self.isa == Isa.T32:
             return self._walk_t32(start, max_instr, None, it_state)
         return self._walk_fixed(start, max_instr)
+
+    def waypoint(self, start: int) -> tuple[int, Cls] | None:
+        """The walk from ``start`` to the next waypoint, when an index finds it in this code.
+
+        A64 or A32 code of at least 2 KiB (the waypoint index): ``(count,
+        record)``, the instructions walked and the classification record of
+        the last one, the waypoint. None where :meth:`walk` is needed (T32,
+        small code, ``start`` outside the code, no waypoint before its end).
+        """
+        off = start - self.base
+        code = self.code
+        if not self._indexed or off < 0 or len(code) - off < 4:
+            return None
+        i0 = off >> 2
+        ix = self._index(off & 3)
+        k = ix.next_waypoint(i0) - i0
+        if k >= (len(code) - off) // 4:
+            return None
+        w = _word_at(code, off + 4 * k)
+        c = self._cache.get(w)
+        if c is None:
+            c = self._cache[w] = self._fn(w)
+        return k + 1, c
 
     def walk_to(self, start: int, stop_at: int, max_instr: int = 0, it_state: int = 0) -> Scan:
         """Walk through waypoints to ``stop_at``: see :func:`scan_to_address`."""
