@@ -46,6 +46,7 @@ __all__ = ["HOT_MODULES", "compiled", "compiled_modules", "install", "pure_reque
 
 HOT_MODULES: tuple[str, ...] = (
     "cstrace.capture.formatter",
+    "cstrace.capture.window",
     "cstrace.rows",
     "cstrace.tally",
     "cstrace.isa.blocks",

@@ -565,13 +565,13 @@ class BlockCache:
                 if got is not None:
                     count, c = got
                     isa = int(isa)
-                    last = address + 4 * (count - 1)
-                    target, after = branch_target(isa, last, c)
+                    wp = address + 4 * (count - 1)  # the waypoint's address
+                    target, after = branch_target(isa, wp, c)
                     return Block(
                         address,
                         isa,
                         count,
-                        last + 4,
+                        wp + 4,
                         _WAYPOINT,
                         0,
                         _INT[c[1]],
