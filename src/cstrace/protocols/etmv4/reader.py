@@ -56,7 +56,7 @@ indices agree with its listings:
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator
-from typing import NamedTuple, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 from cstrace.capture.stream import Stream
 from cstrace.capture.window import BlockWindow
@@ -1487,6 +1487,161 @@ ATOM_FIELDS = _ATOM_FIELDS
 # -- the stream -------------------------------------------------------------------------
 
 
+class _Scanner:
+    """The reader's loop over the packets of one run of capture indices (compiled: C locals).
+
+    :meth:`scan` reads packets from ``pos`` while they start before ``stop``
+    (the end of the current run of consecutive capture indices, or of the
+    window), appending them to ``out``. Each header goes to its reader through
+    the header table, except the hot kinds, read here by inlined copies of
+    their readers (a test checks that they agree): atoms (three packets in
+    four), short and long addresses and exact matches (most of the rest).
+    Calling a reader costs about 60 ns more than running its copy here.
+    """
+
+    __slots__ = ("cut", "group_atoms", "kinds", "readers", "single", "st")
+
+    def __init__(self, st: ReaderState, group_atoms: bool, single: bool) -> None:
+        self.st = st
+        self.readers = st.readers
+        self.kinds = st.kinds
+        self.group_atoms = group_atoms
+        self.single = single
+        """One packet per call: for a caller that looks at ``st`` after each packet."""
+        self.cut = False
+        """Set when the packet at the returned position is cut by the end of the window."""
+
+    def scan(self, data: bytes, pos: int, stop: int, n: int, base: int, out: list[Any]) -> int:
+        """Read the packets that start in ``[pos, stop)`` into ``out``; the position after them.
+
+        ``n`` is the size of the window, ``base`` the capture index of position
+        0 in the current run. Sets :attr:`cut` (and returns its position) when
+        a packet runs past the end of the window.
+        """
+        st = self.st
+        readers = self.readers
+        kinds = self.kinds
+        atom_fields = _ATOM_FIELDS
+        short_fields = _SHORT
+        long_fields = _LONG
+        raw1 = _RAW1
+        # packets of the inlined kinds are built without an __init__ call
+        new_obj = object.__new__
+        mcls: type[AddressMatch] | type[SourceAddressMatch]
+        self.cut = False
+        single = self.single
+        while pos < stop:
+            if single and out:
+                return pos
+            off = base + pos
+            hdr = data[pos]
+            fields = atom_fields[hdr]
+            if fields is not None:
+                if self.group_atoms:
+                    q = pos + 1
+                    while q < stop and atom_fields[data[q]] is not None:
+                        q += 1
+                    if q - pos > 1:
+                        rpkt = new_obj(AtomRun)
+                        rpkt.offset = off
+                        rpkt.raw = data[pos:q]
+                        rpkt.kind = fields[1]
+                        out.append(rpkt)
+                        pos = q
+                        continue
+                # runs of atoms are most of the trace: stay in this loop while they last
+                while True:
+                    # this is the hottest line of the reader
+                    pkt = new_obj(Atom)
+                    pkt.offset = off
+                    pkt.raw, pkt.kind, pkt.bits, pkt.count = fields
+                    out.append(pkt)
+                    pos += 1
+                    if pos >= stop or single:
+                        break
+                    fields = atom_fields[data[pos]]
+                    if fields is None:
+                        break
+                    off += 1
+                continue
+            reader = readers[hdr]
+            if reader is read_address_short:
+                cls, isa, shift = short_fields[hdr]
+                q = pos + 1
+                if q >= n:
+                    self.cut = True
+                    return pos
+                c1 = data[q]
+                value = (c1 & 0x7F) << shift
+                nbits = 7 + shift
+                q += 1
+                if c1 & 0x80:
+                    if q >= n:
+                        self.cut = True
+                        return pos
+                    value |= data[q] << nbits
+                    nbits += 8
+                    q += 1
+                mask = (1 << nbits) - 1
+                e0, e1, _ = st.hist
+                address = (e0[0] & ~mask) | (value & mask)
+            elif reader is read_address_long:
+                cls, isa, wide = long_fields[hdr]
+                q = pos + (9 if wide else 5)
+                if q > n:
+                    self.cut = True
+                    return pos
+                e0, e1, _ = st.hist
+                # (a function: its arithmetic is on Python ints, never C ints here)
+                value = _long_address(data, pos + 1, isa, wide)
+                if wide:
+                    address = value
+                    nbits = 64
+                else:
+                    address = (e0[0] & ~0xFFFFFFFF) | value if st.ctx_valid and st.sf else value
+                    nbits = 32
+            elif reader is read_address_match:
+                index = hdr & 0x3
+                hist = st.hist
+                entry = hist[index]
+                st.hist = (entry, hist[0], hist[1])
+                mcls = AddressMatch if hdr < 0xB0 else SourceAddressMatch
+                mpkt = new_obj(mcls)
+                mpkt.offset = off
+                mpkt.raw = raw1[hdr]
+                mpkt.kind = kinds[hdr]
+                mpkt.index = index
+                mpkt.address, mpkt.isa, mpkt.pkt_bits = entry
+                out.append(mpkt)
+                pos += 1
+                continue
+            else:
+                try:
+                    got = reader(data, pos, n, off, st)
+                except _BadSequence as bad:
+                    out.append(BadPacket(off, data[pos : bad.end], P.BAD_SEQUENCE, kinds[hdr]))
+                    pos = bad.end
+                    continue
+                if got is None:
+                    self.cut = True  # cut by the end of the window
+                    return pos
+                out.append(got[0])
+                pos = got[1]
+                continue
+            # a short or long address
+            st.hist = ((address, isa, nbits), e0, e1)
+            apkt = new_obj(cls)
+            apkt.offset = off
+            apkt.raw = data[pos:q]
+            apkt.kind = kinds[hdr]
+            apkt.address = address
+            apkt.isa = isa
+            apkt.pkt_bits = nbits
+            out.append(apkt)
+            pos = q
+        return pos
+
+
 def _unsynced(win: BlockWindow, complete: bool) -> Generator[Etmv4Packet, None, int]:
     """The packets before the first A-sync; returns the window position after it (-1: none).
 
@@ -1600,15 +1755,14 @@ def iter_packets(
     block is read again, whole, from the start of the next window, so packets do
     not depend on block boundaries and memory does not grow with the stream.
 
-    Each header goes to its reader through the header table, except the hot
-    kinds, read here by inlined copies of their readers (a test checks that
-    they agree): atoms (three packets in four), short and long addresses and
-    exact matches (most of the rest). Calling a reader costs about 60 ns more
-    than running its copy here.
+    The packets of each run of consecutive capture indices are read together
+    (:class:`_Scanner`), then given one by one.
 
     ``state``, when given, is the fresh :class:`ReaderState` the stream is read
     with (a caller that cuts the stream at synchronisation points compares it
-    with another reader's, :mod:`cstrace.split`); by default one is made.
+    with another reader's, :mod:`cstrace.split`); by default one is made. With
+    a state given, packets are read one at a time, so that the state is the one
+    after the packet just given.
 
     ``group_atoms``: two or more atom packets in a row (at consecutive capture
     indices) come as one :class:`~cstrace.protocols.etmv4.packets.AtomRun`,
@@ -1622,150 +1776,35 @@ def iter_packets(
     if pos < 0:
         return
     st = ReaderState(config) if state is None else state
-    readers = st.readers
-    kinds = st.kinds
-    atom_fields = _ATOM_FIELDS
-    short_reader = read_address_short
-    short_fields = _SHORT
-    long_reader = read_address_long
-    long_fields = _LONG
-    match_reader = read_address_match
-    raw1 = _RAW1
-    # packets of the inlined kinds are built without an __init__ call
-    new_obj = object.__new__
-    mcls: type[AddressMatch] | type[SourceAddressMatch]
-    data = win.data
+    # A caller that gave the state looks at it after each packet: read one at a time.
+    scanner = _Scanner(st, group_atoms, state is not None)
+    data = bytes(win.data)  # (a copy only if it is not bytes)
     n = len(data)
     # Capture indices come from the cursor: inside its current run they are
     # base + pos, and ``stop`` is where that run or the window ends.
     cur = win.cursor(pos)
-    base = cur.base
     stop = min(cur.limit, n)
-    off = 0
+    out: list[Etmv4Packet] = []
     while True:
-        while True:
+        while pos < n:
             if pos >= stop:
-                if pos >= n:
-                    break
                 cur.at(pos)
-                base = cur.base
-                stop = cur.limit
-                if stop > n:
-                    stop = n
-            off = base + pos
-            hdr = data[pos]
-            fields = atom_fields[hdr]
-            if fields is not None:
-                if group_atoms:
-                    q = pos + 1
-                    while q < stop and atom_fields[data[q]] is not None:
-                        q += 1
-                    if q - pos > 1:
-                        rpkt = new_obj(AtomRun)
-                        rpkt.offset = off
-                        rpkt.raw = data[pos:q]
-                        rpkt.kind = fields[1]
-                        yield rpkt
-                        pos = q
-                        continue
-                # runs of atoms are most of the trace: stay in this loop while they last
-                while True:
-                    # this is the hottest line of the reader
-                    pkt = new_obj(Atom)
-                    pkt.offset = off
-                    pkt.raw, pkt.kind, pkt.bits, pkt.count = fields
-                    yield pkt
-                    pos += 1
-                    if pos >= stop:
-                        break
-                    fields = atom_fields[data[pos]]
-                    if fields is None:
-                        break
-                    off += 1
-                continue
-            reader = readers[hdr]
-            if reader is short_reader:
-                cls, isa, shift = short_fields[hdr]
-                q = pos + 1
-                if q >= n:
-                    break
-                c1 = data[q]
-                value = (c1 & 0x7F) << shift
-                nbits = 7 + shift
-                q += 1
-                if c1 & 0x80:
-                    if q >= n:
-                        break
-                    value |= data[q] << nbits
-                    nbits += 8
-                    q += 1
-                mask = (1 << nbits) - 1
-                e0, e1, _ = st.hist
-                address = (e0[0] & ~mask) | (value & mask)
-            elif reader is long_reader:
-                cls, isa, wide = long_fields[hdr]
-                q = pos + (9 if wide else 5)
-                if q > n:
-                    break
-                e0, e1, _ = st.hist
-                if wide:
-                    address = _long_address(data, pos + 1, isa, True)
-                    nbits = 64
-                else:
-                    if isa:
-                        value = ((data[pos + 1] & 0x7F) << 1) | (data[pos + 2] << 8)
-                    else:
-                        value = ((data[pos + 1] & 0x7F) << 2) | ((data[pos + 2] & 0x7F) << 9)
-                    value |= (data[pos + 3] << 16) | (data[pos + 4] << 24)
-                    address = (e0[0] & ~0xFFFFFFFF) | value if st.ctx_valid and st.sf else value
-                    nbits = 32
-            elif reader is match_reader:
-                index = hdr & 0x3
-                hist = st.hist
-                entry = hist[index]
-                st.hist = (entry, hist[0], hist[1])
-                mcls = AddressMatch if hdr < 0xB0 else SourceAddressMatch
-                mpkt = new_obj(mcls)
-                mpkt.offset = off
-                mpkt.raw = raw1[hdr]
-                mpkt.kind = kinds[hdr]
-                mpkt.index = index
-                mpkt.address, mpkt.isa, mpkt.pkt_bits = entry
-                yield mpkt
-                pos += 1
-                continue
-            else:
-                try:
-                    got = reader(data, pos, n, off, st)
-                except _BadSequence as bad:
-                    yield BadPacket(off, data[pos : bad.end], P.BAD_SEQUENCE, kinds[hdr])
-                    pos = bad.end
-                    continue
-                if got is None:
-                    break  # cut by the end of the window
-                yield got[0]
-                pos = got[1]
-                continue
-            # a short or long address
-            st.hist = ((address, isa, nbits), e0, e1)
-            apkt = new_obj(cls)
-            apkt.offset = off
-            apkt.raw = data[pos:q]
-            apkt.kind = kinds[hdr]
-            apkt.address = address
-            apkt.isa = isa
-            apkt.pkt_bits = nbits
-            yield apkt
-            pos = q
+                stop = min(cur.limit, n)
+            pos = scanner.scan(data, pos, stop, n, cur.base, out)
+            if out:
+                yield from out
+                out.clear()
+            if scanner.cut:
+                break
         # The window is used up (pos == n), or the packet at ``pos`` is cut by its
         # end: keep that packet's bytes and read it again with the next block.
         if not win.advance(pos):
             if pos < n and complete:
-                yield BadPacket(off, data[pos:n], P.INCOMPLETE_EOT, _cut_kind(data, pos, kinds))
+                off = cur.at(pos)
+                yield BadPacket(off, data[pos:n], P.INCOMPLETE_EOT, _cut_kind(data, pos, st.kinds))
             return
-        data = win.data
+        data = bytes(win.data)
         n = len(data)
         pos = 0
         cur = win.cursor()
-        base = cur.base
         stop = min(cur.limit, n)
