@@ -35,9 +35,10 @@ the reference: below 1 means cstrace is faster):
   default): waiting for synchronisation, both decoders stop early in the
   repeated capture.
 - **jobs** (cases with several busy trace IDs, and ETMv4, whose one busy
-  stream is cut at synchronisation points and decoded in pieces:
+  stream the listing cuts at synchronisation points and decodes in pieces:
   :mod:`cstrace.split`): ``--format null --jobs 2`` against ``--jobs 1``, by
-  wall time; for ETMv4 also the listing, ``--format ocsd --jobs 2 -o FILE``
+  wall time (by default ``null`` does not cut a stream: one job then does the
+  work); for ETMv4 also the listing, ``--format ocsd --jobs 2 -o FILE``
   against ``--jobs 1``.
 
 Process start is included for everyone. The reference is whatever OpenCSD is
@@ -333,7 +334,7 @@ def bench_case(
         )
     if case.several_ids or case.split:
         two = results["cstrace elements (null, jobs 2)"]
-        how = "one stream cut in two" if case.split else "trace IDs"
+        how = "one busy stream, which null does not cut" if case.split else "trace IDs"
         print(
             f"   speed-up --jobs 2 over --jobs 1:   {min(null.wall) / min(two.wall):.2f} wall "
             f"(CPU {min(two.cpu):.3f} s against {min(null.cpu):.3f} s; {how})"
@@ -342,7 +343,7 @@ def bench_case(
         two = results["cstrace listing (ocsd -o FILE, jobs 2)"]
         print(
             f"   listing --jobs 2 over --jobs 1:    {min(listing.wall) / min(two.wall):.2f} wall "
-            f"(CPU {min(two.cpu):.3f} s against {min(listing.cpu):.3f} s)"
+            f"(CPU {min(two.cpu):.3f} s against {min(listing.cpu):.3f} s; one stream cut in two)"
         )
 
 

@@ -953,9 +953,14 @@ def _parallel(
         return None
     # A long run is cut at synchronisation points (not for Parquet, whose row groups
     # would follow the pieces, nor when who ran is followed from element to element).
+    # By default only for the listing: for the other formats a cut costs more than it
+    # saves (docs/performance.md); CSTRACE_SPLIT_MIN asks for cuts in every format.
     splits = {}
-    if args.format != "parquet" and not trace.has_exec_context:
-        splits = split_plans(trace, buffers, _options(args), jobs, _split_min())
+    split_min = _split_min()
+    wanted = args.format == "ocsd" or split_min is not None
+    if wanted and args.format != "parquet" and not trace.has_exec_context:
+        size = _SPLIT_MIN if split_min is None else split_min
+        splits = split_plans(trace, buffers, _options(args), jobs, size)
     if len({tid for tid, _ in plan}) < 2 and not splits:
         return None
     # None: two runs of one trace ID in a buffer would share a decoder; serial then.
@@ -982,12 +987,16 @@ def _parallel(
     )
 
 
-def _split_min() -> int:
-    """Bytes a run's stream needs to be cut into pieces with ``--jobs``: 256 KiB, or the
-    environment's ``CSTRACE_SPLIT_MIN``."""
+_SPLIT_MIN = 256 * 1024
+"""Bytes a run's stream needs to be cut into pieces with ``--jobs``, by default."""
+
+
+def _split_min() -> int | None:
+    """The environment's ``CSTRACE_SPLIT_MIN`` (bytes a run's stream needs to be cut into
+    pieces with ``--jobs``, in every output format but Parquet); None when not set."""
     value = os.environ.get("CSTRACE_SPLIT_MIN", "")
     try:
-        return int(value) if value else 256 * 1024
+        return int(value) if value else None
     except ValueError:
         raise CstraceError(f"CSTRACE_SPLIT_MIN={value!r}: not a number of bytes") from None
 
