@@ -7,8 +7,14 @@ cimport cython
 from cstrace.isa.blocks cimport Block
 
 cdef int _A32, _T32, _A64, _BR, _BR_IND, _V8_ERET
-cdef int K_ATOM, K_NOT_SYNC, K_BAD
-cdef int _K, _A, _B, _ADDR, _DECODE, _NO_SYNC
+cdef int K_BAD, K_ASYNC, K_IGNORE, K_TRACE_INFO, K_TRACE_ON, K_ATOM, K_CTXT, K_ADDR
+cdef int K_ADDR_CTXT, K_SRC_ADDR, K_EXCEPT, K_EXCEPT_RTN, K_FUNC_RET, K_EVENT, K_CCNT
+cdef int K_TIMESTAMP, K_TS_MARKER, K_MISPREDICT, K_CANCEL, K_COMMIT, K_OVERFLOW, K_DISCARD
+cdef int K_Q, K_TRANS_ST, K_TRANS_COMMIT, K_TRANS_FAIL, K_ITE, K_NOT_SYNC
+cdef int _UNKNOWN, _ATOM, _ADDR, _CTXT, _TRC_ON, _EXCEP, _EXCEP_RET, _EVENT, _TS, _CC
+cdef int _TS_CC, _MARKER, _Q, _OVERFLOW, _FUNC_RET, _SRC_ADDR, _TRANS_TRACE_INIT
+cdef int _TRANS_START, _TRANS_COMMIT, _TRANS_FAIL, _ITE, _UNSEEN, _TINFO
+cdef int _K, _P0, _IX, _A, _B, _C, _DECODE, _NO_SYNC
 cdef dict _KIND
 
 @cython.final
@@ -55,6 +61,12 @@ cdef class Etmv4Decoder:
 
     @cython.locals(out=list, base=Py_ssize_t, kind=cython.int)
     cpdef decode(self, object pkt)
+
+    @cython.locals(stack=object, is_addr=cython.bint)
+    cpdef bint _decode_packet(self, object pkt, int kind, object idx) except -1
+
+    @cython.locals(out=list, mark=Py_ssize_t)
+    cpdef void _resolve(self) except *
 
     @cython.locals(a=list, rs=_ReturnStack, out=list, base=Py_ssize_t)
     cpdef bint _fast_atom(self, object idx, unsigned long long bits, long long n) except -1
