@@ -51,6 +51,8 @@ HOT_MODULES: tuple[str, ...] = (
     "cstrace.tally",
     "cstrace.isa.blocks",
     "cstrace.isa.scan",
+    "cstrace.protocols.packet",
+    "cstrace.protocols.etmv4.packets",
     "cstrace.protocols.etmv4.reader",
     "cstrace.protocols.etmv4.decoder",
     "cstrace.protocols.ptm.reader",

@@ -35,6 +35,7 @@ from cstrace.capture.stream import Stream
 from cstrace.elements import Element
 from cstrace.errors import ConfigError
 from cstrace.memory.code import CodeMemory
+from cstrace.protocols.packet import Packet
 
 __all__ = [
     "DecodeContext",
@@ -63,25 +64,6 @@ def register(regs: Registers, name: str, default: int) -> int:
     """The value of register ``name``, or ``default`` when it is absent."""
     value = regs.get(name)
     return default if value is None else value
-
-
-class Packet:
-    """Base class of all protocol packets: capture index of the first byte, and raw bytes."""
-
-    __slots__ = ("offset", "raw")
-
-    def __init__(self, offset: int, raw: bytes) -> None:
-        self.offset = offset
-        self.raw = raw
-
-    def __repr__(self) -> str:
-        fields = []
-        for klass in type(self).__mro__:
-            for name in getattr(klass, "__slots__", ()):
-                if name not in ("offset", "raw"):
-                    fields.append(f"{name}={getattr(self, name)!r}")
-        extra = (", " + ", ".join(fields)) if fields else ""
-        return f"{type(self).__name__}(offset={self.offset}, raw={self.raw.hex()}{extra})"
 
 
 class ProtocolConfig(Protocol):

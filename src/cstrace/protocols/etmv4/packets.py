@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from cstrace.protocols.base import Packet
+from cstrace.protocols.packet import Packet
 
 __all__ = [
     "Address",

@@ -5,6 +5,8 @@
 
 cimport cython
 
+from cstrace.protocols.etmv4.packets cimport Address, AddressMatch, Atom, AtomRun
+
 @cython.final
 cdef class _Scanner:
     cdef public object st
@@ -21,6 +23,10 @@ cdef class _Scanner:
         readers=tuple,
         kinds=tuple,
         single=cython.bint,
+        pkt=Atom,
+        rpkt=AtomRun,
+        mpkt=AddressMatch,
+        apkt=Address,
     )
     cpdef Py_ssize_t scan(
         self, bytes data, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t n, Py_ssize_t base, list out

@@ -1526,8 +1526,6 @@ class _Scanner:
         long_fields = _LONG
         raw1 = _RAW1
         # packets of the inlined kinds are built without an __init__ call
-        new_obj = object.__new__
-        mcls: type[AddressMatch] | type[SourceAddressMatch]
         self.cut = False
         single = self.single
         while pos < stop:
@@ -1542,7 +1540,7 @@ class _Scanner:
                     while q < stop and atom_fields[data[q]] is not None:
                         q += 1
                     if q - pos > 1:
-                        rpkt = new_obj(AtomRun)
+                        rpkt = AtomRun.__new__(AtomRun)
                         rpkt.offset = off
                         rpkt.raw = data[pos:q]
                         rpkt.kind = fields[1]
@@ -1552,7 +1550,7 @@ class _Scanner:
                 # runs of atoms are most of the trace: stay in this loop while they last
                 while True:
                     # this is the hottest line of the reader
-                    pkt = new_obj(Atom)
+                    pkt = Atom.__new__(Atom)
                     pkt.offset = off
                     pkt.raw, pkt.kind, pkt.bits, pkt.count = fields
                     out.append(pkt)
@@ -1605,14 +1603,16 @@ class _Scanner:
                 hist = st.hist
                 entry = hist[index]
                 st.hist = (entry, hist[0], hist[1])
-                mcls = AddressMatch if hdr < 0xB0 else SourceAddressMatch
-                mpkt = new_obj(mcls)
-                mpkt.offset = off
-                mpkt.raw = raw1[hdr]
-                mpkt.kind = kinds[hdr]
-                mpkt.index = index
-                mpkt.address, mpkt.isa, mpkt.pkt_bits = entry
-                out.append(mpkt)
+                if hdr < 0xB0:
+                    mpkt = AddressMatch.__new__(AddressMatch)
+                    mpkt.offset = off
+                    mpkt.raw = raw1[hdr]
+                    mpkt.kind = kinds[hdr]
+                    mpkt.index = index
+                    mpkt.address, mpkt.isa, mpkt.pkt_bits = entry
+                    out.append(mpkt)
+                else:
+                    out.append(SourceAddressMatch(off, raw1[hdr], index, *entry))
                 pos += 1
                 continue
             else:
@@ -1630,14 +1630,17 @@ class _Scanner:
                 continue
             # a short or long address
             st.hist = ((address, isa, nbits), e0, e1)
-            apkt = new_obj(cls)
-            apkt.offset = off
-            apkt.raw = data[pos:q]
-            apkt.kind = kinds[hdr]
-            apkt.address = address
-            apkt.isa = isa
-            apkt.pkt_bits = nbits
-            out.append(apkt)
+            if cls is Address:
+                apkt = Address.__new__(Address)
+                apkt.offset = off
+                apkt.raw = data[pos:q]
+                apkt.kind = kinds[hdr]
+                apkt.address = address
+                apkt.isa = isa
+                apkt.pkt_bits = nbits
+                out.append(apkt)
+            else:
+                out.append(cls(off, data[pos:q], kinds[hdr], address, isa, nbits))
             pos = q
         return pos
 
