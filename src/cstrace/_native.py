@@ -66,8 +66,9 @@ HOT_MODULES: tuple[str, ...] = (
 )
 """The modules ``setup.py`` compiles, by their import names.
 
-``isa/blocks.py``, ``protocols/etmv4/decoder.py``, ``protocols/etmv4/reader.py`` and
-``rows.py`` have a ``.pxd`` beside them (extension types, typed loops). The others are
+``isa/blocks.py``, ``protocols/packet.py``, ``protocols/etmv4/packets.py``,
+``protocols/etmv4/decoder.py``, ``protocols/etmv4/reader.py`` and ``rows.py`` have a
+``.pxd`` beside them (extension types, typed loops). The others are
 compiled as they are: their inner loops are generator functions, whose locals a ``.pxd``
 cannot type (it types only ``cdef``/``cpdef`` functions and ``cdef`` classes), so
 compiling them gains little until those loops become methods (docs/performance.md).

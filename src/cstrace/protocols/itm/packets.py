@@ -1,7 +1,7 @@
 """ITM packets: the ITM/DWT packet protocol of ARMv7-M and ARMv8-M, as the reader cuts it.
 
 Input: nothing (these are the value classes); output: one small slotted class
-per packet kind, each a :class:`~cstrace.protocols.base.Packet` carrying its
+per packet kind, each a :class:`~cstrace.protocols.packet.Packet` carrying its
 capture index (``offset``) and raw bytes (``raw``).
 
 Packet kinds (ARMv7-M ARM, Appendix D4 "Debug ITM and DWT Packet Protocol";

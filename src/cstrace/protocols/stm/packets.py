@@ -1,7 +1,7 @@
 """STM packets: the STPv2 packets a CoreSight STM emits, as the reader cuts them.
 
 Input: nothing (these are the value classes); output: one small slotted class
-per packet kind, each a :class:`~cstrace.protocols.base.Packet` carrying its
+per packet kind, each a :class:`~cstrace.protocols.packet.Packet` carrying its
 capture index (``offset``) and raw bytes (``raw``).
 
 The packet set is the STPv2 set CoreSight STM uses (MIPI STPv2 opcode table;
