@@ -557,39 +557,35 @@ class BlockCache:
 
     def _walk_block(self, address: int, isa: int, space: int, it: int) -> Block:
         find = self.memory.find
-        if not it:
+        region = find(address, space)
+        if region is not None and not it:
             # Most walks: A64/A32 code with a waypoint index, the waypoint in the same region.
-            region = find(address, space)
-            if region is not None:
-                got = self._walker(region, isa).waypoint(address)
-                if got is not None:
-                    count, c = got
-                    isa = int(isa)
-                    wp = address + 4 * (count - 1)  # the waypoint's address
-                    target, after = branch_target(isa, wp, c)
-                    return Block(
-                        address,
-                        isa,
-                        count,
-                        wp + 4,
-                        _WAYPOINT,
-                        0,
-                        _INT[c[1]],
-                        _INT[c[2]],
-                        c[0],
-                        c[3],
-                        c[4],
-                        target or 0,
-                        after,
-                    )
+            got = self._walker(region, isa).waypoint(address)
+            if got is not None:
+                count, c = got
+                isa = int(isa)
+                wp = address + 4 * (count - 1)  # the waypoint's address
+                target, after = branch_target(isa, wp, c)
+                return Block(
+                    address,
+                    isa,
+                    count,
+                    wp + 4,
+                    _WAYPOINT,
+                    0,
+                    _INT[c[1]],
+                    _INT[c[2]],
+                    c[0],
+                    c[3],
+                    c[4],
+                    target or 0,
+                    after,
+                )
         count = 0
         a = address
         last = None
         reason = _NO_BYTES
-        while True:
-            region = find(a, space)
-            if region is None:
-                break
+        while region is not None:
             s = self._walker(region, isa).walk(a, 0, it)
             if s.count == 0:
                 break
@@ -600,6 +596,7 @@ class BlockCache:
             if s.reason == _WAYPOINT:
                 reason = _WAYPOINT
                 break
+            region = find(a, space)
         return Block.of_walk(address, isa, count, a, reason, last, it)
 
     def _instrs(

@@ -245,16 +245,10 @@ class Walker:
         code = self.code
         if not self._indexed or off < 0 or len(code) - off < 4:
             return None
-        i0 = off >> 2
-        ix = self._index(off & 3)
-        k = ix.next_waypoint(i0) - i0
+        k = self._before_waypoint(off)
         if k >= (len(code) - off) // 4:
             return None
-        w = _word_at(code, off + 4 * k)
-        c = self._cache.get(w)
-        if c is None:
-            c = self._cache[w] = self._fn(w)
-        return k + 1, c
+        return k + 1, self._record(_word_at(code, off + 4 * k))
 
     def walk_to(self, start: int, stop_at: int, max_instr: int = 0, it_state: int = 0) -> Scan:
         """Walk through waypoints to ``stop_at``: see :func:`scan_to_address`."""
@@ -262,19 +256,29 @@ class Walker:
             return self._walk_t32(start, max_instr, stop_at, it_state)
         return self._fixed_to_address(start, stop_at, max_instr)
 
-    def _last(self, address: int, w: int) -> InstrInfo:
-        """The :class:`InstrInfo` of the 4-byte instruction ``w`` at ``address``."""
+    def _record(self, w: int) -> Cls:
+        """The classification record of the 4-byte opcode ``w`` (cached)."""
         cache = self._cache
         c = cache.get(w)
         if c is None:
             c = cache[w] = self._fn(w)
-        return info_from_cls(self.isa, address, w, c)
+        return c
+
+    def _last(self, address: int, w: int) -> InstrInfo:
+        """The :class:`InstrInfo` of the 4-byte instruction ``w`` at ``address``."""
+        return info_from_cls(self.isa, address, w, self._record(w))
 
     def _index(self, phase: int) -> _WordIndex:
         ix = self._ix.get(phase)
         if ix is None:
             ix = self._ix[phase] = _WordIndex(self.code, phase, self.isa, self.opts)
         return ix
+
+    def _before_waypoint(self, off: int) -> int:
+        """Indexed code: instructions from byte ``off`` before the next waypoint (the
+        instructions left to the end of the code when there is none)."""
+        i0 = off >> 2
+        return self._index(off & 3).next_waypoint(i0) - i0
 
     def _walk_fixed(self, start: int, max_instr: int) -> Scan:
         """A64 or A32: all instructions are 4 bytes."""
@@ -285,10 +289,8 @@ class Walker:
         if avail <= 0:
             return Scan(isa, start, start, 0, None, StopReason.NO_BYTES)
         limit = avail if not max_instr or max_instr > avail else max_instr
-        if len(code) >= _INDEX_MIN_BYTES:
-            ix = self._index(off & 3)
-            i0 = off >> 2
-            k = ix.next_waypoint(i0) - i0  # instructions before the waypoint
+        if self._indexed:
+            k = self._before_waypoint(off)
             if k < limit:
                 count, reason = k + 1, StopReason.WAYPOINT
             else:
