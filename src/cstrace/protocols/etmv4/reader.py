@@ -1525,7 +1525,6 @@ class _Scanner:
         short_fields = _SHORT
         long_fields = _LONG
         raw1 = _RAW1
-        # packets of the inlined kinds are built without an __init__ call
         self.cut = False
         single = self.single
         while pos < stop:
@@ -1548,6 +1547,7 @@ class _Scanner:
                         pos = q
                         continue
                 # runs of atoms are most of the trace: stay in this loop while they last
+                # (packets of the inlined kinds are built without an __init__ call)
                 while True:
                     # this is the hottest line of the reader
                     pkt = Atom.__new__(Atom)
