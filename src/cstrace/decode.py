@@ -94,8 +94,13 @@ class SourceRun:
         From the decoder's own rows when its protocol makes them (no object per
         ``INSTR_RANGE``), else its element objects in lists. (Not through
         :meth:`elements`: a subclass that watches both sees each element once.)
+        Without ``packets``, a protocol that reads and decodes a stream in one loop
+        (``ProtocolSpec.iter_stream_rows``) does so.
         """
         if packets is None:
+            fused = self.protocol.iter_stream_rows
+            if fused is not None:
+                return fused(self.stream, self.config, self.context, None)
             packets = self.row_packets()
         make = self.protocol.iter_rows
         if make is None:

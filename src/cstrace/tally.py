@@ -8,6 +8,10 @@ number of items passed (an item of one of the ``grouped`` types stands for
 becomes 1 when the iterable is used up. The loss report
 (:mod:`cstrace.analyses.loss`) counts every packet of a decode this way;
 compiled, the count costs a few tens of nanoseconds per item.
+
+A consumer that reads its packets without an iterator in between (the ETMv4/ETE
+decoder's element rows, read and decoded in one loop) counts them itself into
+a :class:`PacketCount`, which holds the same handlers and totals.
 """
 
 from __future__ import annotations
@@ -15,9 +19,27 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["counted"]
+__all__ = ["PacketCount", "counted"]
 
 T = TypeVar("T")
+
+
+class PacketCount:
+    """The handlers and totals of :func:`counted`, for a consumer that counts its packets
+    itself: it calls the handler of each packet object's type and :meth:`add`s the number
+    of packets it read (objects or not) when it stops."""
+
+    __slots__ = ("handlers", "totals")
+
+    def __init__(self, handlers: dict[type, Callable[[Any], None]], totals: list[int]) -> None:
+        self.handlers = handlers
+        self.totals = totals
+
+    def add(self, n: int, done: bool) -> None:
+        """Count ``n`` packets; ``done``: the reading reached the end of the stream."""
+        self.totals[0] += n
+        if done:
+            self.totals[1] = 1
 
 
 def counted(

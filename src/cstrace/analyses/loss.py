@@ -67,7 +67,7 @@ from cstrace.elements import (
 from cstrace.errors import DiagKind, Issue
 from cstrace.protocols import DecodeOptions, Packet
 from cstrace.rows import scan
-from cstrace.tally import counted
+from cstrace.tally import PacketCount, counted
 from cstrace.trace import Trace
 
 __all__ = [
@@ -564,6 +564,13 @@ class _Tally:
         self._readers.append(totals)
         return counted(source, self.packet_handlers, totals, self.grouped_types)
 
+    def packet_count(self) -> PacketCount:
+        """Where a reader and decoder in one loop count their packets (as
+        :meth:`count_packets` counts an iterator's)."""
+        totals = [0, 0]
+        self._readers.append(totals)
+        return PacketCount(self.packet_handlers, totals)
+
     @property
     def packets(self) -> int:
         """Packets counted so far (a packet that stands for several counts as those)."""
@@ -743,10 +750,17 @@ class _CountedRun(SourceRun):
         return tally.count_elements(super().elements(packets))
 
     def rows(self, packets: Iterable[Packet] | None = None) -> Iterator[list[Any]]:
-        """The element rows decoded from ``packets`` (by default ``packets()``), counted."""
+        """The element rows decoded from ``packets`` (by default as :meth:`SourceRun.rows`
+        reads the stream), counted."""
         tally = self.tally
         assert tally is not None
-        return tally.count_rows(super().rows(packets))
+        fused = self.protocol.iter_stream_rows
+        if packets is None and fused is not None:
+            stream = _CountingStream(self.stream, tally)
+            rows = fused(stream, self.config, self.context, tally.packet_count())
+        else:
+            rows = super().rows(self.row_packets() if packets is None else packets)
+        return tally.count_rows(rows)
 
 
 @dataclass(frozen=True, slots=True)

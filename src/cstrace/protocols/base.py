@@ -36,6 +36,7 @@ from cstrace.elements import Element
 from cstrace.errors import ConfigError
 from cstrace.memory.code import CodeMemory
 from cstrace.protocols.packet import Packet
+from cstrace.tally import PacketCount
 
 __all__ = [
     "DecodeContext",
@@ -131,3 +132,10 @@ class ProtocolSpec:
     """The packets as ``iter_rows`` reads them best, when that differs from
     ``iter_packets``: the ETMv4/ETE reader groups atom packets in a row
     (:class:`~cstrace.protocols.etmv4.packets.AtomRun`)."""
+    iter_stream_rows: (
+        Callable[[Stream, Any, DecodeContext, PacketCount | None], Iterator[list[Any]]] | None
+    ) = None
+    """The element rows of a stream, read and decoded in one loop (no packet object for
+    the hot kinds), when the protocol has it: the same lists as ``iter_rows`` of the
+    ``iter_row_packets``; packets counted into the :class:`~cstrace.tally.PacketCount`
+    given, if any, as :func:`cstrace.tally.counted` counts them."""

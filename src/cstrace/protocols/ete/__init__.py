@@ -26,4 +26,5 @@ PROTOCOL = ProtocolSpec(
     uses_memory=True,
     iter_rows=_ETMV4.iter_rows,
     iter_row_packets=_ETMV4.iter_row_packets,
+    iter_stream_rows=_ETMV4.iter_stream_rows,
 )

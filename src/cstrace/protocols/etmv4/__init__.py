@@ -41,10 +41,11 @@ def _no_decoder(
 
 
 try:
-    from cstrace.protocols.etmv4.decoder import iter_elements, iter_rows
+    from cstrace.protocols.etmv4.decoder import iter_elements, iter_rows, iter_stream_rows
 except ImportError:  # pragma: no cover - the decoder module is written separately
     iter_elements = _no_decoder
     iter_rows = None  # type: ignore[assignment]
+    iter_stream_rows = None  # type: ignore[assignment]
 
 
 def iter_row_packets(
@@ -62,4 +63,5 @@ PROTOCOL = ProtocolSpec(
     uses_memory=True,
     iter_rows=iter_rows,
     iter_row_packets=iter_row_packets if iter_rows is not None else None,
+    iter_stream_rows=iter_stream_rows,
 )

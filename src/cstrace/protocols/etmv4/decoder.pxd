@@ -5,6 +5,7 @@
 cimport cython
 
 from cstrace.isa.blocks cimport Block
+from cstrace.protocols.etmv4.reader cimport PacketSink
 
 cdef int _A32, _T32, _A64, _BR, _BR_IND, _V8_ERET
 cdef int K_BAD, K_ASYNC, K_IGNORE, K_TRACE_INFO, K_TRACE_ON, K_ATOM, K_CTXT, K_ADDR
@@ -29,11 +30,12 @@ cdef class _ReturnStack:
 
 
 @cython.final
-cdef class Etmv4Decoder:
+cdef class Etmv4Decoder(PacketSink):
     cdef public object config, context, walker, memory, generation, persist, pe
     cdef public object addr, last_cc, unsync_reason, stack, space, cc_threshold
-    cdef public object last_idx, trace_id
-    cdef public list out, log, blocks
+    cdef public object last_idx, trace_id, handlers
+    cdef public list log, blocks
+    cdef public long long packets
     cdef public _ReturnStack rs
     cdef public bint is_ete, fast_atoms, comm_trans_p0, ts_with_cc, ete_has_ts_marker
     cdef public bint m_profile, v7m, v8m, src_addr_n, timed, seen_not_sync
@@ -59,7 +61,7 @@ cdef class Etmv4Decoder:
     )
     cpdef Py_ssize_t _atoms(self, Py_ssize_t n, unsigned long long bits, object ix) except? -1
 
-    @cython.locals(out=list, base=Py_ssize_t, kind=cython.int)
+    @cython.locals(out=list, base=Py_ssize_t, kind=cython.int, raw=bytes)
     cpdef decode(self, object pkt)
 
     @cython.locals(stack=object, is_addr=cython.bint)
@@ -71,5 +73,19 @@ cdef class Etmv4Decoder:
     @cython.locals(a=list, rs=_ReturnStack, out=list, base=Py_ssize_t)
     cpdef bint _fast_atom(self, object idx, unsigned long long bits, long long n) except -1
 
-    @cython.locals(raw=bytes, i=Py_ssize_t, f=tuple, fields=tuple, fresh=cython.bint)
-    cpdef _atom_run(self, object pkt)
+    @cython.locals(i=Py_ssize_t, f=tuple, fields=tuple, fresh=cython.bint, idx=object)
+    cpdef void _atom_run(self, Py_ssize_t off, bytes data, Py_ssize_t pos, Py_ssize_t end) except *
+
+    cpdef void _settle(self, object pkt, int kind, object idx, Py_ssize_t base) except *
+
+    cpdef bint _stacked(self, bint is_addr) except -1
+
+    @cython.locals(out=list, base=Py_ssize_t, idx=object)
+    cpdef bint _target(self, object off, object address, object isa) except -1
+
+    @cython.locals(out=list, base=Py_ssize_t)
+    cpdef void _packet(self, object pkt) except *
+
+    # The PacketSink methods (atoms, address, match, packet) are not declared here:
+    # Cython compiles them as overrides of reader.pxd's C methods (a final class
+    # may not redeclare them), which the reader's loop calls as C functions.

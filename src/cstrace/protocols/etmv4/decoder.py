@@ -51,6 +51,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from cstrace.capture.stream import Stream
 from cstrace.elements import (
     AddrNacc,
     CycleCount,
@@ -87,14 +88,18 @@ from cstrace.errors import DiagCode, DiagKind
 from cstrace.isa import IsaOptions, StopReason
 from cstrace.isa.blocks import Block, BlockCache, Instr
 from cstrace.protocols.base import DecodeContext, Packet
+from cstrace.protocols.etmv4.packets import Address as Address_
+from cstrace.protocols.etmv4.packets import AddressMatch as AddressMatch_
 from cstrace.protocols.etmv4.packets import Atom as Atom_
 from cstrace.protocols.etmv4.packets import AtomRun as AtomRun_
 from cstrace.protocols.etmv4.packets import NotSync as NotSync_
 from cstrace.protocols.etmv4.packets import PacketType as PT
 from cstrace.protocols.etmv4.reader import ATOM_FIELDS as _ATOM_FIELDS
+from cstrace.protocols.etmv4.reader import PacketSink, read_into
 from cstrace.rows import expand
+from cstrace.tally import PacketCount
 
-__all__ = ["Etmv4Decoder", "iter_elements", "iter_rows", "merge_log"]
+__all__ = ["Etmv4Decoder", "iter_elements", "iter_rows", "iter_stream_rows", "merge_log"]
 
 # --- packet kinds, as the decoder groups them ------------------------------------------
 K_BAD = 0
@@ -312,7 +317,7 @@ class _ReturnStack:
         self.pop_pending = False
 
 
-class Etmv4Decoder:
+class Etmv4Decoder(PacketSink):
     """The program-flow decoder of one ETMv4/ETE trace stream.
 
     ``decode(packet)`` appends the elements the packet completed to the list
@@ -320,9 +325,21 @@ class Etmv4Decoder:
     ``finish()`` the end-of-trace elements, as element rows (:mod:`cstrace.rows`:
     an ``INSTR_RANGE`` of a block walk is two items, its offset and the block's
     ``RangeArgs``). Diagnostics go to ``log`` with their position in ``out``.
+
+    The decoder is also a :class:`~cstrace.protocols.etmv4.reader.PacketSink`:
+    the reader's loop can hand it the packets it reads (:func:`iter_stream_rows`),
+    the hot kinds (atoms, target addresses and exact matches) as fields, without
+    a packet object, and each packet's diagnostics are then merged into ``out``
+    at once (:func:`merge_log`).
     """
 
     def __init__(self, config: Any, context: DecodeContext) -> None:
+        super().__init__()
+        self.packets = 0
+        """Packets given to the decoder as a sink (the hot kinds as fields included)."""
+        self.handlers: dict[type, Any] | None = None
+        """Packet class -> what to call with each such packet given to the decoder as
+        a sink (for counting: :class:`cstrace.tally.PacketCount`)."""
         self.config = config
         self.context = context
         major = int(getattr(config, "major_version", 4))
@@ -417,13 +434,19 @@ class Etmv4Decoder:
             "out",
             "log",
             "seen_not_sync",
+            "group_atoms",
+            "limit",
+            "packets",
+            "handlers",
         )
     )
     """Attributes that are not state crossing a cut: set from the configuration and
     context, caches of the code memory (``generation``, ``blocks``: derived from
     ``space``), the dictionary kept across buffers (written by :meth:`finish` only),
-    the per-packet output lists (empty between packets) and ``seen_not_sync`` (read by
-    ``NOT_SYNC`` packets only, which the reader gives before its first A-sync only)."""
+    the per-packet output lists (empty between packets), ``seen_not_sync`` (read by
+    ``NOT_SYNC`` packets only, which the reader gives before its first A-sync only) and
+    what the decoder does as a packet sink (the sink's options, the packet count and the
+    counting handlers)."""
 
     def cut_state(self) -> tuple[object, ...]:
         """Everything that decides what later packets give, as one comparable value.
@@ -518,7 +541,8 @@ class Etmv4Decoder:
             self._no_sync(pkt, K_NOT_SYNC, idx)
             return
         if type(pkt) is AtomRun_:
-            self._atom_run(pkt)
+            raw = pkt.raw
+            self._atom_run(pkt.offset, raw, 0, len(raw))
             return
         idx = pkt.offset
         self.last_idx = idx
@@ -530,13 +554,86 @@ class Etmv4Decoder:
             if kind == K_ATOM and self._fast_atom(idx, pkt.bits, pkt.count):
                 return
             if self._decode_packet(pkt, kind, idx):
-                self._resolve()
-                if self.state == _NO_SYNC:
-                    self._no_sync(pkt, kind, idx)
-                if self.timed:
-                    self._advance_time(base)
+                self._settle(pkt, kind, idx, base)
             return
         self._no_sync(pkt, kind, idx)
+
+    def _settle(self, pkt: Any, kind: int, idx: int, base: int) -> None:
+        """After a packet that asks for it: resolve the stack, report a loss of
+        synchronisation, tell the code memory that time moved."""
+        self._resolve()
+        if self.state == _NO_SYNC:
+            self._no_sync(pkt, kind, idx)
+        if self.timed:
+            self._advance_time(base)
+
+    # -- packets from the reader's loop (the PacketSink methods) ---------------------
+
+    def atoms(self, off: int, data: bytes, pos: int, end: int) -> None:
+        """Atom packets, one per header byte of ``data[pos:end]``, the first at ``off``."""
+        out = self.out
+        base = len(out)
+        self._atom_run(off, data, pos, end)
+        if self.log:
+            merge_log(out, base, self.log)
+        self.packets += end - pos
+
+    def address(
+        self,
+        off: int,
+        data: bytes,
+        pos: int,
+        end: int,
+        kind: PT,
+        address: int,
+        isa: int,
+        nbits: int,
+    ) -> None:
+        """A target address packet, stacked without an object in the decode state."""
+        self.packets += 1
+        if not self._target(off, address, isa):
+            self._packet(Address_(off, data[pos:end], kind, address, isa, nbits))
+
+    def match(self, off: int, header: int, kind: PT, entry: tuple[int, int, int]) -> None:
+        """A target address exact match, stacked without an object in the decode state."""
+        self.packets += 1
+        address, isa, nbits = entry
+        if not self._target(off, address, isa):
+            self._packet(AddressMatch_(off, bytes((header,)), header & 0x3, address, isa, nbits))
+
+    def packet(self, pkt: Any) -> None:
+        """Any other packet: counted (see :attr:`handlers`), then decoded."""
+        self.packets += 1
+        handlers = self.handlers
+        if handlers is not None:
+            handler = handlers.get(type(pkt))
+            if handler is not None:
+                handler(pkt)
+        self._packet(pkt)
+
+    def _packet(self, pkt: Any) -> None:
+        """:meth:`decode`, with the packet's diagnostics merged into ``out``."""
+        out = self.out
+        base = len(out)
+        self.decode(pkt)
+        if self.log:
+            merge_log(out, base, self.log)
+
+    def _target(self, off: int, address: int, isa: int) -> bool:
+        """A target address (``K_ADDR``) as :meth:`decode` takes it, when synchronised and
+        the code memory's view has not changed; False, having done nothing, otherwise."""
+        if self.state != _DECODE or self.memory.generation != self.generation:
+            return False
+        idx = off
+        self.last_idx = idx
+        out = self.out
+        base = len(out)
+        self.stack.append([_ADDR, False, idx, address, isa, 0])
+        if self._stacked(True):
+            self._settle(None, K_ADDR, idx, base)
+            if self.log:
+                merge_log(out, base, self.log)
+        return True
 
     def _fast_atom(self, idx: int, bits: int, n: int) -> bool:
         """The fast path of an atom packet (no speculation), in the decode state.
@@ -569,19 +666,19 @@ class Etmv4Decoder:
             self._no_sync(None, K_ATOM, idx)
         return True
 
-    def _atom_run(self, pkt: Any) -> None:
-        """Atom packets read as one (:class:`~cstrace.protocols.etmv4.packets.AtomRun`):
-        each as :meth:`decode` takes an atom packet, without an object when the fast
-        path takes it."""
-        raw = pkt.raw
-        off = pkt.offset
+    def _atom_run(self, off: int, data: bytes, pos: int, end: int) -> None:
+        """Atom packets, one per header byte of ``data[pos:end]`` (an
+        :class:`~cstrace.protocols.etmv4.packets.AtomRun`, or a run the reader's loop
+        found), each as :meth:`decode` takes an atom packet, without an object when the
+        fast path takes it."""
         fields = _ATOM_FIELDS
         # The memory's view changes only outside this call or in the general path
         # (decode checks it itself): look at it before the first atom and after decode.
         fresh = True
-        for i in range(len(raw)):
-            f = fields[raw[i]]
-            idx = off + i
+        for i in range(pos, end):
+            f = fields[data[i]]
+            assert f is not None  # (the reader gives atom headers only)
+            idx = off + (i - pos)
             if self.state == _DECODE:
                 self.last_idx = idx
                 if fresh:
@@ -782,6 +879,11 @@ class Etmv4Decoder:
             self.unsync_reason = UnsyncReason.BAD_PACKET
             return False
 
+        return self._stacked(is_addr)
+
+    def _stacked(self, is_addr: bool) -> bool:
+        """The end of decodePacket, once a packet is stacked (``is_addr``: a target
+        address): True if something must be resolved."""
         if is_addr and self.elem_pending_addr:
             self.spec_depth += 1
             self.elem_pending_addr = False
@@ -1327,6 +1429,43 @@ def iter_rows(
     dec.finish()
     if out:
         yield out
+
+
+def iter_stream_rows(
+    stream: Stream,
+    config: Any,
+    context: DecodeContext,
+    count: PacketCount | None = None,
+    size: int = 4096,
+) -> Iterator[list[Any]]:
+    """The element rows of one ETMv4/ETE trace ID's stream, read and decoded in one loop.
+
+    The same lists as ``iter_rows(iter_packets(stream, config, complete,
+    group_atoms=True), config, context)``, without a packet object for the hot
+    kinds: the reader's loop gives them to the decoder as fields
+    (:func:`~cstrace.protocols.etmv4.reader.read_into`, the decoder being the
+    :class:`~cstrace.protocols.etmv4.reader.PacketSink`). ``count``, when
+    given, counts the packets as :func:`cstrace.tally.counted` would have
+    counted the reader's.
+    """
+    dec = Etmv4Decoder(config, context)
+    if count is not None:
+        dec.handlers = count.handlers
+    dec.limit = size
+    dec.out = []
+    done = False
+    try:
+        for _ in read_into(stream, config, dec, context.complete):
+            if len(dec.out) >= size:
+                yield dec.out
+                dec.out = []
+        done = True
+        dec.finish()
+        if dec.out:
+            yield dec.out
+    finally:
+        if count is not None:
+            count.add(dec.packets, done)
 
 
 def iter_elements(

@@ -1,33 +1,64 @@
 # C types for cstrace/protocols/etmv4/reader.py when Cython compiles it
 # (pure-Python mode): the reader's loop over one run of capture indices
-# (_Scanner.scan) runs on C locals, reading the bytes of its window directly.
-# The .py stays the source.
+# (_Scanner.scan) runs on C locals, reading the bytes of its window directly,
+# and hands the packets to a PacketSink through C calls. The .py stays the
+# source.
 
 cimport cython
 
 from cstrace.protocols.etmv4.packets cimport Address, AddressMatch, Atom, AtomRun
 
+
+cdef class PacketSink:
+    cdef public list out
+    cdef public bint group_atoms
+    cdef public Py_ssize_t limit
+
+    @cython.locals(fields=tuple, out=list, rpkt=AtomRun, pkt=Atom)
+    cpdef void atoms(self, Py_ssize_t off, bytes data, Py_ssize_t pos, Py_ssize_t end) except *
+
+    @cython.locals(apkt=Address)
+    cpdef void address(
+        self,
+        Py_ssize_t off,
+        bytes data,
+        Py_ssize_t pos,
+        Py_ssize_t end,
+        object kind,
+        object address,
+        int isa,
+        int nbits,
+    ) except *
+
+    @cython.locals(mpkt=AddressMatch)
+    cpdef void match(self, Py_ssize_t off, int header, object kind, tuple entry) except *
+
+    cpdef void packet(self, object pkt) except *
+
+
 @cython.final
 cdef class _Scanner:
     cdef public object st
     cdef public tuple readers, kinds
-    cdef public bint group_atoms, single, cut
+    cdef public bint single, cut
 
     @cython.locals(
         q=Py_ssize_t,
         hdr=cython.int,
         c1=cython.int,
-        fields=tuple,
         atom_fields=tuple,
-        raw1=tuple,
         readers=tuple,
         kinds=tuple,
         single=cython.bint,
-        pkt=Atom,
-        rpkt=AtomRun,
-        mpkt=AddressMatch,
-        apkt=Address,
+        out=list,
+        limit=Py_ssize_t,
     )
     cpdef Py_ssize_t scan(
-        self, bytes data, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t n, Py_ssize_t base, list out
+        self,
+        bytes data,
+        Py_ssize_t pos,
+        Py_ssize_t stop,
+        Py_ssize_t n,
+        Py_ssize_t base,
+        PacketSink sink,
     ) except -1

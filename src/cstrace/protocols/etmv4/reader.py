@@ -105,11 +105,13 @@ __all__ = [
     "ATOM_FIELDS",
     "HEADER_ROWS",
     "HeaderRow",
+    "PacketSink",
     "Reader",
     "ReaderState",
     "atom_packet",
     "header_table",
     "iter_packets",
+    "read_into",
     "read_packet",
     "row_bytes",
     "run_atoms",
@@ -1487,35 +1489,129 @@ ATOM_FIELDS = _ATOM_FIELDS
 # -- the stream -------------------------------------------------------------------------
 
 
+class PacketSink:
+    """Where the reader's loop puts the packets it reads: this class makes packet objects.
+
+    The reader's loop (:class:`_Scanner`) hands each packet to a sink by kind:
+    a run of atom packets at consecutive capture indices to :meth:`atoms`, a
+    target address (short or long) to :meth:`address`, a target address exact
+    match to :meth:`match`, and every other packet, already an object, to
+    :meth:`packet`. This sink turns the hot kinds into packet objects too and
+    appends everything to :attr:`out`, in stream order: what
+    :func:`iter_packets` gives. A consumer that takes the hot kinds as they
+    are, without an object per packet, is a sink of its own: the ETMv4/ETE
+    decoder's element rows (:func:`cstrace.protocols.etmv4.decoder.iter_stream_rows`).
+
+    Compiled, the sink is an extension type and the loop calls its methods as
+    C functions (``reader.pxd``); an overriding class must be one too.
+    """
+
+    __slots__ = ("group_atoms", "limit", "out")
+
+    def __init__(self, group_atoms: bool = False) -> None:
+        self.out: list[Any] = []
+        """What the sink gave so far (packets here; a consumer's own items in a subclass)."""
+        self.group_atoms = group_atoms
+        """Give two or more atom packets in a row as one :class:`~.packets.AtomRun`."""
+        self.limit = _NO_LIMIT
+        """The reader's loop returns once :attr:`out` holds this many items."""
+
+    def atoms(self, off: int, data: bytes, pos: int, end: int) -> None:
+        """The atom packets whose headers are ``data[pos:end]``, the first at capture index
+        ``off`` and the others at the indices after it."""
+        fields = _ATOM_FIELDS[data[pos]]
+        assert fields is not None
+        out = self.out
+        if self.group_atoms and end - pos > 1:
+            rpkt = AtomRun.__new__(AtomRun)
+            rpkt.offset = off
+            rpkt.raw = data[pos:end]
+            rpkt.kind = fields[1]
+            out.append(rpkt)
+            return
+        # packets of the hot kinds are built without an __init__ call
+        while True:
+            pkt = Atom.__new__(Atom)
+            pkt.offset = off
+            pkt.raw, pkt.kind, pkt.bits, pkt.count = fields
+            out.append(pkt)
+            pos += 1
+            if pos >= end:
+                return
+            off += 1
+            fields = _ATOM_FIELDS[data[pos]]
+            assert fields is not None
+
+    def address(
+        self,
+        off: int,
+        data: bytes,
+        pos: int,
+        end: int,
+        kind: PacketType,
+        address: int,
+        isa: int,
+        nbits: int,
+    ) -> None:
+        """A target address packet (short or long) in ``data[pos:end]``, at ``off``, giving
+        ``address`` (``nbits`` of it from the packet) and instruction set ``isa``."""
+        apkt = Address.__new__(Address)
+        apkt.offset = off
+        apkt.raw = data[pos:end]
+        apkt.kind = kind
+        apkt.address = address
+        apkt.isa = isa
+        apkt.pkt_bits = nbits
+        self.out.append(apkt)
+
+    def match(self, off: int, header: int, kind: PacketType, entry: Entry) -> None:
+        """A target address exact match (one byte, ``header``) at ``off``: history ``entry``."""
+        mpkt = AddressMatch.__new__(AddressMatch)
+        mpkt.offset = off
+        mpkt.raw = _RAW1[header]
+        mpkt.kind = kind
+        mpkt.index = header & 0x3
+        mpkt.address, mpkt.isa, mpkt.pkt_bits = entry
+        self.out.append(mpkt)
+
+    def packet(self, pkt: Etmv4Packet) -> None:
+        """Any other packet."""
+        self.out.append(pkt)
+
+
+_NO_LIMIT = 1 << 62
+
+
 class _Scanner:
     """The reader's loop over the packets of one run of capture indices (compiled: C locals).
 
     :meth:`scan` reads packets from ``pos`` while they start before ``stop``
     (the end of the current run of consecutive capture indices, or of the
-    window), appending them to ``out``. Each header goes to its reader through
-    the header table, except the hot kinds, read here by inlined copies of
-    their readers (a test checks that they agree): atoms (three packets in
-    four), short and long addresses and exact matches (most of the rest).
-    Calling a reader costs about 60 ns more than running its copy here.
+    window) and gives them to a :class:`PacketSink`. Each header goes to its
+    reader through the header table, except the hot kinds, read here by
+    inlined copies of their readers (a test checks that they agree) and given
+    to the sink as fields, not objects: atoms (three packets in four), short
+    and long addresses and exact matches (most of the rest). Calling a reader
+    costs about 60 ns more than running its copy here.
     """
 
-    __slots__ = ("cut", "group_atoms", "kinds", "readers", "single", "st")
+    __slots__ = ("cut", "kinds", "readers", "single", "st")
 
-    def __init__(self, st: ReaderState, group_atoms: bool, single: bool) -> None:
+    def __init__(self, st: ReaderState, single: bool) -> None:
         self.st = st
         self.readers = st.readers
         self.kinds = st.kinds
-        self.group_atoms = group_atoms
         self.single = single
         """One packet per call: for a caller that looks at ``st`` after each packet."""
         self.cut = False
         """Set when the packet at the returned position is cut by the end of the window."""
 
-    def scan(self, data: bytes, pos: int, stop: int, n: int, base: int, out: list[Any]) -> int:
-        """Read the packets that start in ``[pos, stop)`` into ``out``; the position after them.
+    def scan(self, data: bytes, pos: int, stop: int, n: int, base: int, sink: PacketSink) -> int:
+        """Read the packets that start in ``[pos, stop)`` into ``sink``; the position after them.
 
         ``n`` is the size of the window, ``base`` the capture index of position
-        0 in the current run. Sets :attr:`cut` (and returns its position) when
+        0 in the current run. Returns early once the sink's ``out`` holds
+        ``sink.limit`` items. Sets :attr:`cut` (and returns its position) when
         a packet runs past the end of the window.
         """
         st = self.st
@@ -1524,124 +1620,91 @@ class _Scanner:
         atom_fields = _ATOM_FIELDS
         short_fields = _SHORT
         long_fields = _LONG
-        raw1 = _RAW1
+        out = sink.out
+        limit = sink.limit
         self.cut = False
         single = self.single
         while pos < stop:
-            if single and out:
-                return pos
             off = base + pos
             hdr = data[pos]
-            fields = atom_fields[hdr]
-            if fields is not None:
-                if self.group_atoms:
-                    q = pos + 1
+            if atom_fields[hdr] is not None:
+                # runs of atoms are most of the trace: the sink takes them together
+                q = pos + 1
+                if not single:
                     while q < stop and atom_fields[data[q]] is not None:
                         q += 1
-                    if q - pos > 1:
-                        rpkt = AtomRun.__new__(AtomRun)
-                        rpkt.offset = off
-                        rpkt.raw = data[pos:q]
-                        rpkt.kind = fields[1]
-                        out.append(rpkt)
-                        pos = q
-                        continue
-                # runs of atoms are most of the trace: stay in this loop while they last
-                # (packets of the inlined kinds are built without an __init__ call)
-                while True:
-                    # this is the hottest line of the reader
-                    pkt = Atom.__new__(Atom)
-                    pkt.offset = off
-                    pkt.raw, pkt.kind, pkt.bits, pkt.count = fields
-                    out.append(pkt)
-                    pos += 1
-                    if pos >= stop or single:
-                        break
-                    fields = atom_fields[data[pos]]
-                    if fields is None:
-                        break
-                    off += 1
-                continue
-            reader = readers[hdr]
-            if reader is read_address_short:
-                cls, isa, shift = short_fields[hdr]
-                q = pos + 1
-                if q >= n:
-                    self.cut = True
-                    return pos
-                c1 = data[q]
-                value = (c1 & 0x7F) << shift
-                nbits = 7 + shift
-                q += 1
-                if c1 & 0x80:
+                sink.atoms(off, data, pos, q)
+                pos = q
+            else:
+                reader = readers[hdr]
+                if reader is read_address_short:
+                    cls, isa, shift = short_fields[hdr]
+                    q = pos + 1
                     if q >= n:
                         self.cut = True
                         return pos
-                    value |= data[q] << nbits
-                    nbits += 8
+                    c1 = data[q]
+                    value = (c1 & 0x7F) << shift
+                    nbits = 7 + shift
                     q += 1
-                mask = (1 << nbits) - 1
-                e0, e1, _ = st.hist
-                address = (e0[0] & ~mask) | (value & mask)
-            elif reader is read_address_long:
-                cls, isa, wide = long_fields[hdr]
-                q = pos + (9 if wide else 5)
-                if q > n:
-                    self.cut = True
-                    return pos
-                e0, e1, _ = st.hist
-                # (a function: its arithmetic is on Python ints, never C ints here)
-                value = _long_address(data, pos + 1, isa, wide)
-                if wide:
-                    address = value
-                    nbits = 64
+                    if c1 & 0x80:
+                        if q >= n:
+                            self.cut = True
+                            return pos
+                        value |= data[q] << nbits
+                        nbits += 8
+                        q += 1
+                    mask = (1 << nbits) - 1
+                    e0, e1, _ = st.hist
+                    address = (e0[0] & ~mask) | (value & mask)
+                elif reader is read_address_long:
+                    cls, isa, wide = long_fields[hdr]
+                    q = pos + (9 if wide else 5)
+                    if q > n:
+                        self.cut = True
+                        return pos
+                    e0, e1, _ = st.hist
+                    # (a function: its arithmetic is on Python ints, never C ints here)
+                    value = _long_address(data, pos + 1, isa, wide)
+                    if wide:
+                        address = value
+                        nbits = 64
+                    else:
+                        address = (e0[0] & ~0xFFFFFFFF) | value if st.ctx_valid and st.sf else value
+                        nbits = 32
+                elif reader is read_address_match:
+                    index = hdr & 0x3
+                    hist = st.hist
+                    entry = hist[index]
+                    st.hist = (entry, hist[0], hist[1])
+                    if hdr < 0xB0:
+                        sink.match(off, hdr, kinds[hdr], entry)
+                    else:
+                        sink.packet(SourceAddressMatch(off, _RAW1[hdr], index, *entry))
+                    q = pos + 1
+                    cls = None
                 else:
-                    address = (e0[0] & ~0xFFFFFFFF) | value if st.ctx_valid and st.sf else value
-                    nbits = 32
-            elif reader is read_address_match:
-                index = hdr & 0x3
-                hist = st.hist
-                entry = hist[index]
-                st.hist = (entry, hist[0], hist[1])
-                if hdr < 0xB0:
-                    mpkt = AddressMatch.__new__(AddressMatch)
-                    mpkt.offset = off
-                    mpkt.raw = raw1[hdr]
-                    mpkt.kind = kinds[hdr]
-                    mpkt.index = index
-                    mpkt.address, mpkt.isa, mpkt.pkt_bits = entry
-                    out.append(mpkt)
-                else:
-                    out.append(SourceAddressMatch(off, raw1[hdr], index, *entry))
-                pos += 1
-                continue
-            else:
-                try:
-                    got = reader(data, pos, n, off, st)
-                except _BadSequence as bad:
-                    out.append(BadPacket(off, data[pos : bad.end], P.BAD_SEQUENCE, kinds[hdr]))
-                    pos = bad.end
-                    continue
-                if got is None:
-                    self.cut = True  # cut by the end of the window
-                    return pos
-                out.append(got[0])
-                pos = got[1]
-                continue
-            # a short or long address
-            st.hist = ((address, isa, nbits), e0, e1)
-            if cls is Address:
-                apkt = Address.__new__(Address)
-                apkt.offset = off
-                apkt.raw = data[pos:q]
-                apkt.kind = kinds[hdr]
-                apkt.address = address
-                apkt.isa = isa
-                apkt.pkt_bits = nbits
-                out.append(apkt)
-            else:
-                out.append(cls(off, data[pos:q], kinds[hdr], address, isa, nbits))
-            pos = q
+                    cls = None
+                    try:
+                        got = reader(data, pos, n, off, st)
+                    except _BadSequence as bad:
+                        raw = data[pos : bad.end]
+                        got = (BadPacket(off, raw, P.BAD_SEQUENCE, kinds[hdr]), bad.end)
+                    if got is None:
+                        self.cut = True  # cut by the end of the window
+                        return pos
+                    sink.packet(got[0])
+                    q = got[1]
+                if cls is not None:
+                    # a short or long address
+                    st.hist = ((address, isa, nbits), e0, e1)
+                    if cls is Address:
+                        sink.address(off, data, pos, q, kinds[hdr], address, isa, nbits)
+                    else:
+                        sink.packet(cls(off, data[pos:q], kinds[hdr], address, isa, nbits))
+                pos = q
+            if single or len(out) >= limit:
+                return pos
         return pos
 
 
@@ -1744,6 +1807,77 @@ def _cut_kind(data: bytes, pos: int, kinds: tuple[PacketType, ...]) -> PacketTyp
     return kind
 
 
+def read_into(
+    stream: Stream,
+    config: Etmv4Config,
+    sink: PacketSink,
+    complete: bool = True,
+    state: ReaderState | None = None,
+) -> Iterator[None]:
+    """Read the ETMv4/ETE packets of one trace ID's stream into ``sink`` (see the module
+    docstring); yields after each run of packets given, when the caller may empty or
+    replace the sink's ``out``.
+
+    The stream is read block by block (``stream.blocks()``) through a
+    :class:`~cstrace.capture.window.BlockWindow`: a packet cut by the end of a
+    block is read again, whole, from the start of the next window, so packets do
+    not depend on block boundaries and memory does not grow with the stream.
+    The packets of each run of consecutive capture indices are read together
+    (:class:`_Scanner`), or until the sink's ``out`` holds ``sink.limit`` items.
+
+    ``state``, when given, is the fresh :class:`ReaderState` the stream is read
+    with (a caller that cuts the stream at synchronisation points compares it
+    with another reader's, :mod:`cstrace.split`); by default one is made. With
+    a state given, packets are read one at a time, so that the state is the one
+    after the packet just given.
+    """
+    win = BlockWindow(stream)
+    if not win.advance(0):
+        return
+    unsynced = _unsynced(win, complete)
+    while True:
+        try:
+            sink.packet(next(unsynced))
+        except StopIteration as done:
+            pos: int = done.value
+            break
+        yield
+    if pos < 0:
+        return
+    st = ReaderState(config) if state is None else state
+    # A caller that gave the state looks at it after each packet: read one at a time.
+    scanner = _Scanner(st, state is not None)
+    data = bytes(win.data)  # (a copy only if it is not bytes)
+    n = len(data)
+    # Capture indices come from the cursor: inside its current run they are
+    # base + pos, and ``stop`` is where that run or the window ends.
+    cur = win.cursor(pos)
+    stop = min(cur.limit, n)
+    while True:
+        while pos < n:
+            if pos >= stop:
+                cur.at(pos)
+                stop = min(cur.limit, n)
+            pos = scanner.scan(data, pos, stop, n, cur.base, sink)
+            yield
+            if scanner.cut:
+                break
+        # The window is used up (pos == n), or the packet at ``pos`` is cut by its
+        # end: keep that packet's bytes and read it again with the next block.
+        if not win.advance(pos):
+            if pos < n and complete:
+                off = cur.at(pos)
+                kind = _cut_kind(data, pos, st.kinds)
+                sink.packet(BadPacket(off, data[pos:n], P.INCOMPLETE_EOT, kind))
+                yield
+            return
+        data = bytes(win.data)
+        n = len(data)
+        pos = 0
+        cur = win.cursor()
+        stop = min(cur.limit, n)
+
+
 def iter_packets(
     stream: Stream,
     config: Etmv4Config,
@@ -1753,61 +1887,17 @@ def iter_packets(
 ) -> Iterator[Etmv4Packet]:
     """Read the ETMv4/ETE packets of one trace ID's stream (see the module docstring).
 
-    The stream is read block by block (``stream.blocks()``) through a
-    :class:`~cstrace.capture.window.BlockWindow`: a packet cut by the end of a
-    block is read again, whole, from the start of the next window, so packets do
-    not depend on block boundaries and memory does not grow with the stream.
-
-    The packets of each run of consecutive capture indices are read together
-    (:class:`_Scanner`), then given one by one.
-
-    ``state``, when given, is the fresh :class:`ReaderState` the stream is read
-    with (a caller that cuts the stream at synchronisation points compares it
-    with another reader's, :mod:`cstrace.split`); by default one is made. With
-    a state given, packets are read one at a time, so that the state is the one
-    after the packet just given.
+    The packets are those :func:`read_into` gives a :class:`PacketSink`,
+    one by one; ``state`` is as there.
 
     ``group_atoms``: two or more atom packets in a row (at consecutive capture
     indices) come as one :class:`~cstrace.protocols.etmv4.packets.AtomRun`,
-    for a consumer that takes them together (the decoder's element rows): half
-    the packet objects of a typical trace.
+    for a consumer that takes them together: half the packet objects of a
+    typical trace.
     """
-    win = BlockWindow(stream)
-    if not win.advance(0):
-        return
-    pos = yield from _unsynced(win, complete)
-    if pos < 0:
-        return
-    st = ReaderState(config) if state is None else state
-    # A caller that gave the state looks at it after each packet: read one at a time.
-    scanner = _Scanner(st, group_atoms, state is not None)
-    data = bytes(win.data)  # (a copy only if it is not bytes)
-    n = len(data)
-    # Capture indices come from the cursor: inside its current run they are
-    # base + pos, and ``stop`` is where that run or the window ends.
-    cur = win.cursor(pos)
-    stop = min(cur.limit, n)
-    out: list[Etmv4Packet] = []
-    while True:
-        while pos < n:
-            if pos >= stop:
-                cur.at(pos)
-                stop = min(cur.limit, n)
-            pos = scanner.scan(data, pos, stop, n, cur.base, out)
-            if out:
-                yield from out
-                out.clear()
-            if scanner.cut:
-                break
-        # The window is used up (pos == n), or the packet at ``pos`` is cut by its
-        # end: keep that packet's bytes and read it again with the next block.
-        if not win.advance(pos):
-            if pos < n and complete:
-                off = cur.at(pos)
-                yield BadPacket(off, data[pos:n], P.INCOMPLETE_EOT, _cut_kind(data, pos, st.kinds))
-            return
-        data = bytes(win.data)
-        n = len(data)
-        pos = 0
-        cur = win.cursor()
-        stop = min(cur.limit, n)
+    sink = PacketSink(group_atoms)
+    out = sink.out
+    for _ in read_into(stream, config, sink, complete, state):
+        if out:
+            yield from out
+            out.clear()
