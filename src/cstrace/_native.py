@@ -49,8 +49,13 @@ HOT_MODULES: tuple[str, ...] = (
     "cstrace.capture.window",
     "cstrace.rows",
     "cstrace.tally",
+    "cstrace.isa.a32",
+    "cstrace.isa.a64",
+    "cstrace.isa.t32",
+    "cstrace.isa.decode",
     "cstrace.isa.blocks",
     "cstrace.isa.scan",
+    "cstrace.memory.image",
     "cstrace.protocols.packet",
     "cstrace.protocols.etmv4.packets",
     "cstrace.protocols.etmv4.reader",
@@ -66,12 +71,20 @@ HOT_MODULES: tuple[str, ...] = (
 )
 """The modules ``setup.py`` compiles, by their import names.
 
-``isa/blocks.py``, ``protocols/packet.py``, ``protocols/etmv4/packets.py``,
-``protocols/etmv4/decoder.py``, ``protocols/etmv4/reader.py`` and ``rows.py`` have a
-``.pxd`` beside them (extension types, typed loops). The others are
-compiled as they are: their inner loops are generator functions, whose locals a ``.pxd``
-cannot type (it types only ``cdef``/``cpdef`` functions and ``cdef`` classes), so
-compiling them gains little until those loops become methods (docs/performance.md).
+``isa/blocks.py``, ``isa/scan.py``, ``protocols/packet.py``,
+``protocols/etmv4/packets.py``, ``protocols/etmv4/decoder.py``,
+``protocols/etmv4/reader.py`` and ``rows.py`` have a ``.pxd`` beside them
+(extension types, typed loops). The others are compiled as they are: the
+instruction classifiers and the memory map (called for each new block walked),
+and the PTM/ETMv3/STM/ITM readers and decoders, whose inner loops are generator
+functions, whose locals a ``.pxd`` cannot type (it types only ``cdef``/``cpdef``
+functions and ``cdef`` classes), so compiling them gains little until those
+loops become methods (docs/performance.md).
+
+A module compiled without a ``.pxd`` keeps Python's semantics except where
+Cython gives an expression a C type: the value of a ``bytes`` item, ``len()``.
+Shifting such a value can overflow a C int; these modules keep byte values out
+of shifts (``int.from_bytes``), and the test suite runs in both modes.
 """
 
 _ROOT = Path(__file__).resolve().parent

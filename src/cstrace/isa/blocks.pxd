@@ -1,6 +1,9 @@
 # C types for cstrace/isa/blocks.py when Cython compiles it (pure-Python mode):
-# Block becomes an extension type, so that a decoder's typed loop reads its
-# fields from a C struct. The .py stays the source; see docs/performance.md.
+# Block and BlockCache become extension types, so that a decoder's typed loop
+# reads a block's fields from a C struct and a new block is walked on C locals.
+# The .py stays the source; see docs/performance.md.
+
+cimport cython
 
 cdef class Block:
     cdef public object start
@@ -19,3 +22,21 @@ cdef class Block:
     cdef public int it_out
     cdef public tuple range_e
     cdef public tuple range_n
+
+
+cdef class BlockCache:
+    cdef public object memory, opts, view, _store, _generation, _last
+    cdef public list _cls
+    cdef public Py_ssize_t max_blocks
+
+    @cython.locals(table=dict)
+    cpdef Block block(self, object address, int isa, object space, int it=*)
+
+    @cython.locals(t=list)
+    cpdef list tables(self, object space)
+
+    @cython.locals(count=Py_ssize_t, c=tuple)
+    cpdef Block _walk_block(self, object address, int isa, object space, int it)
+
+    @cython.locals(last=tuple)
+    cpdef object _walker(self, object region, int isa)

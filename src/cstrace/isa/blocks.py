@@ -417,7 +417,16 @@ class BlockCache:
     ``memory.set_context`` or ``memory.advance``).
     """
 
-    __slots__ = ("_cls", "_generation", "_store", "max_blocks", "memory", "opts", "view")
+    __slots__ = (
+        "_cls",
+        "_generation",
+        "_last",
+        "_store",
+        "max_blocks",
+        "memory",
+        "opts",
+        "view",
+    )
 
     def __init__(
         self,
@@ -435,6 +444,9 @@ class BlockCache:
         self.view = self._store.view(self._generation)
         """The tables of the current generation."""
         self._cls = [cls_cache(_ISAS[isa], opts) for isa in (_A32, _T32, _A64)]
+        self._last: tuple[MemoryRegion, int, Walker] | None = None
+        """The region, ISA and walker :meth:`_walker` gave last (walks follow each other
+        through the same code)."""
 
     @classmethod
     def shared(cls, memory: CodeMemory | None, opts: IsaOptions) -> BlockCache:
@@ -494,6 +506,7 @@ class BlockCache:
         """Forget every block (of every generation)."""
         self._store.views.clear()
         self._store.walkers.clear()
+        self._last = None
         self.view = self._store.view(self._generation)
 
     def __len__(self) -> int:
@@ -545,6 +558,9 @@ class BlockCache:
 
     def _walker(self, region: MemoryRegion, isa: int) -> Walker:
         """The (kept) walker of one region's code."""
+        last = self._last
+        if last is not None and last[0] is region and last[1] == isa:
+            return last[2]
         code = region.data
         key = (id(code), region.start, isa)
         walkers = self._store.walkers
@@ -553,6 +569,7 @@ class BlockCache:
             if len(walkers) >= _MAX_WALKERS:
                 walkers.clear()
             w = walkers[key] = Walker(code, region.start, _ISAS[isa], self.opts, 0)
+        self._last = (region, isa, w)
         return w
 
     def _walk_block(self, address: int, isa: int, space: int, it: int) -> Block:

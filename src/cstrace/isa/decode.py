@@ -136,7 +136,8 @@ def read_opcode(isa: Isa, code: Buffer, offset: int) -> int | None:
         return None
     b = bytes(code[offset : offset + 4])
     if isa == Isa.T32:
-        return (b[1] << 24) | (b[0] << 16) | (b[3] << 8) | b[2]
+        # (bytes, not shifts of the bytes' values: compiled, those would be C ints)
+        return int.from_bytes(bytes((b[1], b[0], b[3], b[2])), "big")
     return int.from_bytes(b, "little")
 
 

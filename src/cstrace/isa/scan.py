@@ -27,7 +27,7 @@ instruction, even a 16-bit one: when fewer are left the walk stops with
 from __future__ import annotations
 
 import sys
-from bisect import bisect_left
+from typing import Literal
 
 import numpy as np
 
@@ -92,6 +92,22 @@ def _halfwords(code: Buffer, off: int, count: int) -> memoryview | list[int]:
     return [int.from_bytes(raw[i : i + 2], "little") for i in range(0, 2 * count, 2)]
 
 
+class _Page:
+    """The waypoint candidates of one page of a :class:`_WordIndex`, in address order.
+
+    ``where`` holds their word indices, ``words`` their opcodes, ``recs`` what
+    is known of each: None until a walk first reaches it, then its
+    classification record if it is a waypoint, else False.
+    """
+
+    __slots__ = ("recs", "where", "words")
+
+    def __init__(self, where: list[int], words: list[int]) -> None:
+        self.where = where
+        self.words = words
+        self.recs: list[Cls | Literal[False] | None] = [None] * len(where)
+
+
 class _WordIndex:
     """Waypoint candidates of one fixed-size-ISA code object, page by page.
 
@@ -100,7 +116,7 @@ class _WordIndex:
     the waypoints of code that never runs are never classified.
     """
 
-    __slots__ = ("cache", "code", "fn", "isa", "n", "off", "pages")
+    __slots__ = ("cache", "code", "fn", "isa", "n", "off", "pages", "rec")
 
     def __init__(self, code: Buffer, off: int, isa: Isa, opts: IsaOptions) -> None:
         self.code = code  # pinned: keeps id(code) valid while the index exists
@@ -108,10 +124,13 @@ class _WordIndex:
         self.n = (len(code) - off) // 4
         self.isa = isa
         self.cache, self.fn = cls_cache(isa, opts)
-        self.pages: dict[int, tuple[list[int], list[int]]] = {}
+        self.pages: dict[int, _Page] = {}
+        self.rec: Cls | None = None
+        """The classification record of the waypoint the last :meth:`next_waypoint` found
+        (None when it found none)."""
 
-    def page(self, p: int) -> tuple[list[int], list[int]]:
-        """Sorted word indices of the candidates in page ``p``, and their words."""
+    def page(self, p: int) -> _Page:
+        """The candidates of page ``p`` (found on first use)."""
         lo = p << _PAGE_SHIFT
         hi = min(self.n, lo + (1 << _PAGE_SHIFT))
         arr = np.frombuffer(self.code, dtype="<u4", count=hi - lo, offset=self.off + 4 * lo)
@@ -125,11 +144,12 @@ class _WordIndex:
                 | ((arr & _A32_BX_MASK) == _A32_BX_BITS)
             )
         idx = np.flatnonzero(mask)
-        got = self.pages[p] = ((idx + lo).tolist(), arr[idx].tolist())
+        got = self.pages[p] = _Page((idx + lo).tolist(), arr[idx].tolist())
         return got
 
     def next_waypoint(self, i: int) -> int:
-        """The index of the first waypoint at or after word ``i``, or ``n`` if none."""
+        """The index of the first waypoint at or after word ``i``, or ``n`` if none;
+        :attr:`rec` says what it is."""
         n = self.n
         pages = self.pages
         cache = self.cache
@@ -138,17 +158,34 @@ class _WordIndex:
             got = pages.get(p)
             if got is None:
                 got = self.page(p)
-            where, words = got
-            j = bisect_left(where, i)
-            while j < len(where):
-                w = words[j]
-                c = cache.get(w)
-                if c is None:
-                    c = cache[w] = self.fn(w)
-                if c[1] != _OTHER:
+            where = got.where
+            recs = got.recs
+            # the first candidate at or after i (a binary search)
+            lo = 0
+            hi = len(where)
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                at = where[mid]
+                if at < i:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            j = lo
+            m = len(where)
+            while j < m:
+                rec = recs[j]
+                if rec is None:
+                    w = got.words[j]
+                    c = cache.get(w)
+                    if c is None:
+                        c = cache[w] = self.fn(w)
+                    rec = recs[j] = c if c[1] != _OTHER else False
+                if rec is not False:
+                    self.rec = rec
                     return where[j]
                 j += 1
             i = (p + 1) << _PAGE_SHIFT
+        self.rec = None
         return n
 
 
@@ -241,14 +278,19 @@ class Walker:
         the last one, the waypoint. None where :meth:`walk` is needed (T32,
         small code, ``start`` outside the code, no waypoint before its end).
         """
-        off = start - self.base
-        code = self.code
-        if not self._indexed or off < 0 or len(code) - off < 4:
+        rel = start - self.base
+        size = len(self.code)
+        if not self._indexed or rel < 0 or size - rel < 4:
             return None
-        k = self._before_waypoint(off)
-        if k >= (len(code) - off) // 4:
+        off = rel
+        i0 = off >> 2
+        ix = self._index(off & 3)
+        k = ix.next_waypoint(i0) - i0
+        if k >= (size - off) // 4:
             return None
-        return k + 1, self._record(_word_at(code, off + 4 * k))
+        rec = ix.rec
+        assert rec is not None
+        return k + 1, rec
 
     def walk_to(self, start: int, stop_at: int, max_instr: int = 0, it_state: int = 0) -> Scan:
         """Walk through waypoints to ``stop_at``: see :func:`scan_to_address`."""
@@ -269,6 +311,7 @@ class Walker:
         return info_from_cls(self.isa, address, w, self._record(w))
 
     def _index(self, phase: int) -> _WordIndex:
+        """The waypoint index of the words at byte offsets ``phase`` + 4k."""
         ix = self._ix.get(phase)
         if ix is None:
             ix = self._ix[phase] = _WordIndex(self.code, phase, self.isa, self.opts)
