@@ -169,10 +169,9 @@ class IndexCursor:
             # and not its last: go there without a search.
             k = self._k + 1
             rp = self._pos
-            try:
-                nxt = rp[k + 1]
-            except IndexError:
+            if k + 1 >= len(rp):
                 return self._find(p)
+            nxt = rp[k + 1]
             if p < nxt:
                 self._k = k
                 self.limit = nxt

@@ -22,6 +22,8 @@ cdef class Block:
     cdef public int it_out
     cdef public tuple range_e
     cdef public tuple range_n
+    cdef public Block next_e
+    cdef public Block next_n
 
 
 cdef class BlockCache:

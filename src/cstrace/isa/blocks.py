@@ -119,6 +119,12 @@ class Block:
       instruction is executed / not executed, as the arguments of
       :class:`~cstrace.elements.InstrRange` after its offset (:data:`RangeArgs`),
       so a decoder writes ``InstrRange(offset, *block.range_e)``.
+    - ``next_e`` / ``next_n``: links a decoder sets, to the block it walked
+      next when the last instruction was executed (a direct branch or another
+      waypoint) / not executed, or None. They stand for a lookup in the same
+      tables (the next address, ISA and IT state follow from the block), so
+      they hold only for walks in the table the block came from: a decoder
+      follows them only from a block it looked up or reached through them.
 
     ``isa``, ``next_isa``, ``itype`` and ``subtype`` hold the plain int values
     of :class:`~cstrace.elements.Isa`, :class:`~cstrace.elements.InstrType` and
@@ -128,7 +134,8 @@ class Block:
     :class:`~cstrace.isa.types.InstrInfo`); ``range_e``/``range_n`` hold the
     enum members the elements carry.
 
-    Blocks are shared through the cache: treat them as read-only.
+    Blocks are shared through the cache: treat them as read-only, but for
+    the links.
     """
 
     __slots__ = (
@@ -140,7 +147,9 @@ class Block:
         "it_out",
         "itype",
         "link",
+        "next_e",
         "next_isa",
+        "next_n",
         "range_e",
         "range_n",
         "reason",
@@ -166,6 +175,8 @@ class Block:
     it_out: int
     range_e: RangeArgs
     range_n: RangeArgs
+    next_e: Block | None
+    next_n: Block | None
 
     def __init__(
         self,
@@ -203,6 +214,8 @@ class Block:
         subtype_e = _ISUBS[subtype]
         self.range_e = (start, end, count, isa_e, True, size, itype_e, subtype_e, cond)
         self.range_n = (start, end, count, isa_e, False, size, itype_e, subtype_e, cond)
+        self.next_e = None
+        self.next_n = None
 
     @classmethod
     def of_walk(

@@ -43,6 +43,11 @@ cdef class Etmv4Decoder(PacketSink):
     cdef public bint prev_overflow, res_mispredict, res_discard, ete_first_ts_marker
     cdef public int isa, it, state, spec_depth, max_spec_depth
     cdef public long long res_commit, res_cancel
+    cdef public object walk_addr
+    cdef public int walk_isa, walk_it
+    cdef public bint walk_prev_taken
+    cdef public list walk_tables
+    cdef public Block walk_prev, walk_next
 
     @cython.locals(
         commit=cython.longlong,
@@ -56,6 +61,9 @@ cdef class Etmv4Decoder(PacketSink):
         taken=cython.bint,
         itype=cython.int,
         blk=Block,
+        prev=Block,
+        nxt=Block,
+        prev_taken=cython.bint,
         table=dict,
         bits=cython.ulonglong,
     )

@@ -388,6 +388,16 @@ class Etmv4Decoder(PacketSink):
         self.log: list[tuple[int, Diagnostic]] = []
         """Diagnostics of the current packet, with the number of its elements before each."""
         self.last_idx = 0
+        # Where the last atom left the walk (a cache: see _atoms): the address object,
+        # ISA, IT state and block tables then, the block walked last and its outcome,
+        # and the block its link gave. Good only while the walk is still there.
+        self.walk_addr: object = None
+        self.walk_isa = -1
+        self.walk_it = 0
+        self.walk_tables: list[dict[Any, Block]] | None = None
+        self.walk_prev: Block | None = None
+        self.walk_prev_taken = False
+        self.walk_next: Block | None = None
         self._reset()
 
     # -- state -------------------------------------------------------------------
@@ -438,6 +448,13 @@ class Etmv4Decoder(PacketSink):
             "limit",
             "packets",
             "handlers",
+            "walk_addr",
+            "walk_isa",
+            "walk_it",
+            "walk_tables",
+            "walk_prev",
+            "walk_prev_taken",
+            "walk_next",
         )
     )
     """Attributes that are not state crossing a cut: set from the configuration and
@@ -446,7 +463,8 @@ class Etmv4Decoder(PacketSink):
     the per-packet output lists (empty between packets), ``seen_not_sync`` (read by
     ``NOT_SYNC`` packets only, which the reader gives before its first A-sync only) and
     what the decoder does as a packet sink (the sink's options, the packet count and the
-    counting handlers)."""
+    counting handlers), and where the last atom left the walk (``walk_*``: a cache of
+    block look-ups, used only when the walk is still there)."""
 
     def cut_state(self) -> tuple[object, ...]:
         """Everything that decides what later packets give, as one comparable value.
@@ -1128,7 +1146,8 @@ class Etmv4Decoder(PacketSink):
 
         ``bits`` holds the atoms, oldest in bit 0 (1 = E); ``ix`` is the Idx of
         their packet. Each atom walks from the current address to the next
-        waypoint (one block-cache lookup) and applies E/N to it. Returns how
+        waypoint (one block-cache lookup, or the link of the block before: see
+        :attr:`~cstrace.isa.blocks.Block.next_e`) and applies E/N to it. Returns how
         many atoms are left uncommitted: the caller's ``bits`` shifted right by
         the atoms taken (``n`` less that) are theirs.
         """
@@ -1141,6 +1160,17 @@ class Etmv4Decoder(PacketSink):
         it = self.it
         pop_pending = rs.pop_pending
         need = self.need_ctxt or self.need_addr
+        # The block walked last, whose link to the next one is set once looked up,
+        # and the block that link gave (None: look the next one up): from the last
+        # call when the walk is where that call left it.
+        prev: Block | None = None
+        prev_taken = False
+        nxt: Block | None = None
+        if self.walk_addr is addr and self.walk_isa == isa and self.walk_it == it:
+            if self.walk_tables is blocks:
+                prev = self.walk_prev
+                prev_taken = self.walk_prev_taken
+                nxt = self.walk_next
         while n and commit:
             n -= 1
             commit -= 1
@@ -1155,19 +1185,29 @@ class Etmv4Decoder(PacketSink):
                 addr = self.addr
                 isa = self.isa
                 need = self.need_ctxt or self.need_addr
+                prev = nxt = None
             if need:
                 continue
-            if it and isa == _T32:
-                table = blocks[isa]
-                blk = table.get((addr, it))
-                if blk is None:
-                    blk = self.walker.block(addr, isa, self.space, it)
-            else:
-                table = blocks[isa]
-                blk = table.get(addr)
-                if blk is None:
-                    blk = self.walker.block(addr, isa, self.space, 0)
+            blk = nxt
+            if blk is None:
+                if it and isa == _T32:
+                    table = blocks[isa]
+                    blk = table.get((addr, it))
+                    if blk is None:
+                        blk = self.walker.block(addr, isa, self.space, it)
+                else:
+                    table = blocks[isa]
+                    blk = table.get(addr)
+                    if blk is None:
+                        blk = self.walker.block(addr, isa, self.space, 0)
+                if prev is not None:
+                    if prev_taken:
+                        prev.next_e = blk
+                    else:
+                        prev.next_n = blk
             it = blk.it_out
+            prev = blk
+            prev_taken = taken == 1
             if blk.found:
                 # waypoint found
                 if taken:
@@ -1186,24 +1226,30 @@ class Etmv4Decoder(PacketSink):
                                 rs.push(addr, isa)
                             it = 0
                             pop_pending = rs.active
+                            prev = None  # where an indirect branch goes is not the block's
                             if blk.subtype == _V8_ERET and self.is_ete:
                                 # No exception-return packet in ETE: show the ERET.
                                 isa = blk.next_isa
                                 out.append(ix)
                                 out.append(blk.range_e)
                                 out.append(ExceptionRet(ix))
+                                nxt = None
                                 continue
                     isa = blk.next_isa
                     out.append(ix)
                     out.append(blk.range_e)
+                    nxt = blk.next_e
                 else:
                     addr = blk.end
                     out.append(ix)
                     out.append(blk.range_n)
+                    nxt = blk.next_n
             else:
                 # No waypoint: the opcode at blk.end is in no memory image.
                 need = True
                 self.need_addr = True
+                prev = None
+                nxt = None
                 if blk.count:
                     out.append(ix)
                     out.append(blk.range_e)
@@ -1216,6 +1262,13 @@ class Etmv4Decoder(PacketSink):
         self.it = it
         rs.pop_pending = pop_pending
         self.res_commit = commit
+        self.walk_addr = addr
+        self.walk_isa = isa
+        self.walk_it = it
+        self.walk_tables = blocks
+        self.walk_prev = prev
+        self.walk_prev_taken = prev_taken
+        self.walk_next = nxt
         return n
 
     def _exception(self) -> None:

@@ -6,6 +6,7 @@
 
 cimport cython
 
+from cstrace.capture.window cimport IndexCursor
 from cstrace.protocols.etmv4.packets cimport Address, AddressMatch, Atom, AtomRun
 
 
@@ -42,10 +43,20 @@ cdef class _Scanner:
     cdef public tuple readers, kinds
     cdef public bint single, cut
 
+    @cython.locals(out=list, limit=Py_ssize_t, stop=Py_ssize_t)
+    cpdef Py_ssize_t scan_window(
+        self, bytes data, Py_ssize_t pos, Py_ssize_t n, IndexCursor cur, PacketSink sink
+    ) except -1
+
     @cython.locals(
         q=Py_ssize_t,
         hdr=cython.int,
         c1=cython.int,
+        shift=cython.int,
+        nbits=cython.int,
+        low=cython.ulonglong,
+        mask=cython.ulonglong,
+        prior=cython.ulonglong,
         atom_fields=tuple,
         readers=tuple,
         kinds=tuple,

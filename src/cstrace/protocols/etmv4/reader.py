@@ -59,7 +59,7 @@ from collections.abc import Callable, Generator, Iterator
 from typing import Any, NamedTuple, TypeAlias
 
 from cstrace.capture.stream import Stream
-from cstrace.capture.window import BlockWindow
+from cstrace.capture.window import BlockWindow, IndexCursor
 from cstrace.protocols.etmv4.config import ArchVersion, Etmv4Config
 from cstrace.protocols.etmv4.packets import (
     Address,
@@ -1513,7 +1513,7 @@ class PacketSink:
         """What the sink gave so far (packets here; a consumer's own items in a subclass)."""
         self.group_atoms = group_atoms
         """Give two or more atom packets in a row as one :class:`~.packets.AtomRun`."""
-        self.limit = _NO_LIMIT
+        self.limit = 4096
         """The reader's loop returns once :attr:`out` holds this many items."""
 
     def atoms(self, off: int, data: bytes, pos: int, end: int) -> None:
@@ -1579,9 +1579,6 @@ class PacketSink:
         self.out.append(pkt)
 
 
-_NO_LIMIT = 1 << 62
-
-
 class _Scanner:
     """The reader's loop over the packets of one run of capture indices (compiled: C locals).
 
@@ -1605,6 +1602,26 @@ class _Scanner:
         """One packet per call: for a caller that looks at ``st`` after each packet."""
         self.cut = False
         """Set when the packet at the returned position is cut by the end of the window."""
+
+    def scan_window(self, data: bytes, pos: int, n: int, cur: IndexCursor, sink: PacketSink) -> int:
+        """:meth:`scan` from ``pos``, run of capture indices after run (``cur`` gives them),
+        until the end of the window, a packet cut by it (:attr:`cut`), or the sink's
+        ``out`` holding ``sink.limit`` items (one packet only, :attr:`single`).
+        Returns the position reached."""
+        out = sink.out
+        limit = sink.limit
+        self.cut = False
+        while pos < n:
+            stop = cur.limit
+            if pos >= stop:
+                cur.at(pos)
+                stop = cur.limit
+            if stop > n:
+                stop = n
+            pos = self.scan(data, pos, stop, n, cur.base, sink)
+            if self.cut or self.single or len(out) >= limit:
+                break
+        return pos
 
     def scan(self, data: bytes, pos: int, stop: int, n: int, base: int, sink: PacketSink) -> int:
         """Read the packets that start in ``[pos, stop)`` into ``sink``; the position after them.
@@ -1644,19 +1661,22 @@ class _Scanner:
                         self.cut = True
                         return pos
                     c1 = data[q]
-                    value = (c1 & 0x7F) << shift
+                    # (C integers when compiled: 17 bits at most, and the 64 bits of
+                    # the address the history gives)
+                    low = (c1 & 0x7F) << shift
                     nbits = 7 + shift
                     q += 1
                     if c1 & 0x80:
                         if q >= n:
                             self.cut = True
                             return pos
-                        value |= data[q] << nbits
+                        low |= data[q] << nbits
                         nbits += 8
                         q += 1
                     mask = (1 << nbits) - 1
                     e0, e1, _ = st.hist
-                    address = (e0[0] & ~mask) | (value & mask)
+                    prior = e0[0]
+                    address = (prior & ~mask) | (low & mask)
                 elif reader is read_address_long:
                     cls, isa, wide = long_fields[hdr]
                     q = pos + (9 if wide else 5)
@@ -1822,8 +1842,8 @@ def read_into(
     :class:`~cstrace.capture.window.BlockWindow`: a packet cut by the end of a
     block is read again, whole, from the start of the next window, so packets do
     not depend on block boundaries and memory does not grow with the stream.
-    The packets of each run of consecutive capture indices are read together
-    (:class:`_Scanner`), or until the sink's ``out`` holds ``sink.limit`` items.
+    The packets of the window are read run of consecutive capture indices after
+    run (:class:`_Scanner`), until the sink's ``out`` holds ``sink.limit`` items.
 
     ``state``, when given, is the fresh :class:`ReaderState` the stream is read
     with (a caller that cuts the stream at synchronisation points compares it
@@ -1850,15 +1870,11 @@ def read_into(
     data = bytes(win.data)  # (a copy only if it is not bytes)
     n = len(data)
     # Capture indices come from the cursor: inside its current run they are
-    # base + pos, and ``stop`` is where that run or the window ends.
+    # base + pos (the scanner moves it from run to run).
     cur = win.cursor(pos)
-    stop = min(cur.limit, n)
     while True:
         while pos < n:
-            if pos >= stop:
-                cur.at(pos)
-                stop = min(cur.limit, n)
-            pos = scanner.scan(data, pos, stop, n, cur.base, sink)
+            pos = scanner.scan_window(data, pos, n, cur, sink)
             yield
             if scanner.cut:
                 break
@@ -1875,7 +1891,6 @@ def read_into(
         n = len(data)
         pos = 0
         cur = win.cursor()
-        stop = min(cur.limit, n)
 
 
 def iter_packets(
