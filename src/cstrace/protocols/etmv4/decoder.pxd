@@ -40,7 +40,7 @@ cdef class Etmv4Decoder(PacketSink):
     cdef public bint is_ete, fast_atoms, comm_trans_p0, ts_with_cc, ete_has_ts_marker
     cdef public bint m_profile, v7m, v8m, src_addr_n, timed, seen_not_sync
     cdef public bint is_secure, is_64bit, need_ctxt, need_addr, elem_pending_addr
-    cdef public bint prev_overflow, res_mispredict, res_discard, ete_first_ts_marker
+    cdef public bint prev_overflow, res_mispredict, res_discard, ete_first_ts_marker, stale
     cdef public int isa, it, state, spec_depth, max_spec_depth
     cdef public long long res_commit, res_cancel
     cdef public object walk_addr
@@ -81,10 +81,12 @@ cdef class Etmv4Decoder(PacketSink):
     @cython.locals(a=list, rs=_ReturnStack, out=list, base=Py_ssize_t)
     cpdef bint _fast_atom(self, object idx, unsigned long long bits, long long n) except -1
 
-    @cython.locals(i=Py_ssize_t, f=tuple, fields=tuple, fresh=cython.bint, idx=object)
+    @cython.locals(i=Py_ssize_t, f=tuple, fields=tuple, idx=object)
     cpdef void _atom_run(self, Py_ssize_t off, bytes data, Py_ssize_t pos, Py_ssize_t end) except *
 
     cpdef void _settle(self, object pkt, int kind, object idx, Py_ssize_t base) except *
+
+    cpdef bint _rs_pop(self) except -1
 
     cpdef bint _stacked(self, bint is_addr) except -1
 

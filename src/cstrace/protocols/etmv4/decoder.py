@@ -398,6 +398,9 @@ class Etmv4Decoder(PacketSink):
         self.walk_prev: Block | None = None
         self.walk_prev_taken = False
         self.walk_next: Block | None = None
+        self.stale = True
+        """The code memory's view may have changed since the fast paths last compared its
+        generation: set by everything that can move it (the general path, the caller)."""
         self._reset()
 
     # -- state -------------------------------------------------------------------
@@ -455,6 +458,7 @@ class Etmv4Decoder(PacketSink):
             "walk_prev",
             "walk_prev_taken",
             "walk_next",
+            "stale",
         )
     )
     """Attributes that are not state crossing a cut: set from the configuration and
@@ -526,10 +530,14 @@ class Etmv4Decoder(PacketSink):
 
     def _seq_error(self, err: tuple[DiagCode, DiagKind]) -> None:
         """A sequence error: report it, reset (dropping unsent elements), report a bad packet."""
+        self._fail(err)
+        raise _SeqError
+
+    def _fail(self, err: tuple[DiagCode, DiagKind]) -> None:
+        """:meth:`_seq_error` without the exception (the caller stops at once)."""
         self._log(*err)
         self._reset()
         self.unsync_reason = UnsyncReason.BAD_PACKET
-        raise _SeqError
 
     def _set_space(self) -> None:
         """Recompute the memory space and select its block tables."""
@@ -568,6 +576,8 @@ class Etmv4Decoder(PacketSink):
         if self.memory.generation != self.generation:
             self.generation = self.memory.generation
             self._set_space()
+        # (what follows may move the code memory: the fast paths look at it again)
+        self.stale = True
         if self.state == _DECODE:
             if kind == K_ATOM and self._fast_atom(idx, pkt.bits, pkt.count):
                 return
@@ -640,8 +650,12 @@ class Etmv4Decoder(PacketSink):
     def _target(self, off: int, address: int, isa: int) -> bool:
         """A target address (``K_ADDR``) as :meth:`decode` takes it, when synchronised and
         the code memory's view has not changed; False, having done nothing, otherwise."""
-        if self.state != _DECODE or self.memory.generation != self.generation:
+        if self.state != _DECODE:
             return False
+        if self.stale:
+            if self.memory.generation != self.generation:
+                return False
+            self.stale = False
         idx = off
         self.last_idx = idx
         out = self.out
@@ -649,6 +663,7 @@ class Etmv4Decoder(PacketSink):
         self.stack.append([_ADDR, False, idx, address, isa, 0])
         if self._stacked(True):
             self._settle(None, K_ADDR, idx, base)
+            self.stale = True
             if self.log:
                 merge_log(out, base, self.log)
         return True
@@ -676,9 +691,8 @@ class Etmv4Decoder(PacketSink):
         out = self.out
         base = len(out)
         self.res_commit = n
-        try:
-            self._atoms(n, bits, idx)
-        except _SeqError:
+        if self._atoms(n, bits, idx) < 0:
+            # a sequence error (reported; the decoder is reset): drop the packet's elements
             del out[base:]
             self._clip_log(base)
             self._no_sync(None, K_ATOM, idx)
@@ -690,23 +704,19 @@ class Etmv4Decoder(PacketSink):
         found), each as :meth:`decode` takes an atom packet, without an object when the
         fast path takes it."""
         fields = _ATOM_FIELDS
-        # The memory's view changes only outside this call or in the general path
-        # (decode checks it itself): look at it before the first atom and after decode.
-        fresh = True
         for i in range(pos, end):
             f = fields[data[i]]
             assert f is not None  # (the reader gives atom headers only)
             idx = off + (i - pos)
             if self.state == _DECODE:
                 self.last_idx = idx
-                if fresh:
-                    fresh = False
+                if self.stale:
+                    self.stale = False
                     if self.memory.generation != self.generation:
                         self.generation = self.memory.generation
                         self._set_space()
                 if self._fast_atom(idx, f[2], f[3]):
                     continue
-            fresh = True
             self.decode(Atom_(idx, f[0], f[1], f[2], f[3]))
 
     def _no_sync(self, pkt: Any, kind: int, idx: int) -> None:
@@ -949,6 +959,8 @@ class Etmv4Decoder(PacketSink):
             if k == _ATOM:
                 total = e[_A]
                 left = self._atoms(total, e[_B], e[_IX])
+                if left < 0:
+                    raise _SeqError
                 if left:
                     e[_A] = left
                     e[_B] >>= total - left
@@ -973,8 +985,8 @@ class Etmv4Decoder(PacketSink):
                 self.prev_overflow = False
                 rs.flush()
             elif k == _EXCEP:
-                if rs.pop_pending:
-                    self._rs_pop()
+                if rs.pop_pending and not self._rs_pop():
+                    raise _SeqError
                 self._exception()
                 self.res_commit -= 1
             elif k == _MARKER:
@@ -1131,13 +1143,16 @@ class Etmv4Decoder(PacketSink):
         )
         self._set_space()
 
-    def _rs_pop(self) -> None:
+    def _rs_pop(self) -> bool:
+        """Pop the return stack into the current address; False when it is empty (a
+        sequence error: reported, and the decoder reset)."""
         r = self.rs.pop()
         if r is None:
-            self._seq_error(_RET_STACK_OVERFLOW)
-        else:
-            self.addr, self.isa = r
-            self.need_addr = False
+            self._fail(_RET_STACK_OVERFLOW)
+            return False
+        self.addr, self.isa = r
+        self.need_addr = False
+        return True
 
     # -- program flow ----------------------------------------------------------------
 
@@ -1149,7 +1164,8 @@ class Etmv4Decoder(PacketSink):
         waypoint (one block-cache lookup, or the link of the block before: see
         :attr:`~cstrace.isa.blocks.Block.next_e`) and applies E/N to it. Returns how
         many atoms are left uncommitted: the caller's ``bits`` shifted right by
-        the atoms taken (``n`` less that) are theirs.
+        the atoms taken (``n`` less that) are theirs; -1 after a sequence error
+        (an empty return stack), which has been reported and has reset the decoder.
         """
         commit = self.res_commit
         rs = self.rs
@@ -1180,7 +1196,8 @@ class Etmv4Decoder(PacketSink):
                 self.addr = addr
                 self.isa = isa
                 self.it = it
-                self._rs_pop()
+                if not self._rs_pop():
+                    return -1  # (reported, and the decoder reset: nothing to write back)
                 pop_pending = False
                 addr = self.addr
                 isa = self.isa
@@ -1256,7 +1273,6 @@ class Etmv4Decoder(PacketSink):
                     isa = blk.next_isa
                 addr = blk.end
                 out.append(AddrNacc(ix, addr, self.space))
-        # (A sequence error raised above has reset the decoder: nothing to write back.)
         self.addr = addr
         self.isa = isa
         self.it = it
@@ -1472,6 +1488,7 @@ def iter_rows(
     dec.out = out
     for pkt in packets:
         base = len(out)
+        dec.stale = True  # (the caller ran: it may have moved the code memory)
         dec.decode(pkt)
         if log:
             merge_log(out, base, log)
@@ -1512,6 +1529,7 @@ def iter_stream_rows(
             if len(dec.out) >= size:
                 yield dec.out
                 dec.out = []
+                dec.stale = True  # (the caller ran: it may have moved the code memory)
         done = True
         dec.finish()
         if dec.out:

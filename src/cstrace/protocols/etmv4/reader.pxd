@@ -10,6 +10,13 @@ from cstrace.capture.window cimport IndexCursor
 from cstrace.protocols.etmv4.packets cimport Address, AddressMatch, Atom, AtomRun
 
 
+cdef class ReaderState:
+    cdef public object cc_mask, cc_thr, cid, cid_bytes, commit_opt1, ctx_valid, el
+    cdef public object is_ete, m_type, max_spec, ns, nse, seen_trace_info, sf
+    cdef public object ti_info, ts, ts_valid, vmid, vmid_bytes
+    cdef public tuple hist, kinds, readers
+
+
 cdef class PacketSink:
     cdef public list out
     cdef public bint group_atoms
@@ -39,7 +46,7 @@ cdef class PacketSink:
 
 @cython.final
 cdef class _Scanner:
-    cdef public object st
+    cdef public ReaderState st
     cdef public tuple readers, kinds
     cdef public bint single, cut
 
@@ -49,6 +56,7 @@ cdef class _Scanner:
     ) except -1
 
     @cython.locals(
+        st=ReaderState,
         q=Py_ssize_t,
         hdr=cython.int,
         c1=cython.int,
