@@ -15,10 +15,8 @@ import argparse
 import gc
 import io
 import itertools
-import json
 import os
 import sys
-import zipfile
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, suppress
@@ -969,7 +967,9 @@ def _parallel(
         return None
     reopen = None
     path = Path(args.snapshot)
-    if path.is_file() and zipfile.is_zipfile(path):
+    from cstrace.inputs.zipfiles import is_zip
+
+    if path.is_file() and is_zip(path):
         # A package keeps its ZIP file open: each worker opens its own.
         def reopen() -> Trace:
             return open_from_args(args)
@@ -1143,6 +1143,8 @@ def _lines(
         if counter is not None:
             counter.add_issues(missing)
     if counter is not None and args.format == "jsonl":
+        import json
+
         yield json.dumps({"summary": counter.report().to_dict()}, separators=(",", ":"))
 
 

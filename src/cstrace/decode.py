@@ -23,9 +23,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cstrace.batch import ElementBatch, batches_from_rows
 from cstrace.capture import SINGLE_SOURCE_FORMATS, CaptureIssue, Demux, Stream, demux
 from cstrace.capture.formatter import EMPTY_BLOCK_STOP, FRAME_SIZE
 from cstrace.capture.lazy import LazyStream, find_empty_block_stop
@@ -35,6 +34,9 @@ from cstrace.memory.build import CodeMemories
 from cstrace.memory.locate import ImageLocator
 from cstrace.protocols import DecodeContext, DecodeOptions, Packet, ProtocolSpec, get_protocol
 from cstrace.trace import Buffer, Source, Trace
+
+if TYPE_CHECKING:
+    from cstrace.batch import ElementBatch
 
 __all__ = ["LAZY_FORMATS", "BufferDecode", "RunWatch", "Session", "SourceRun", "watching"]
 
@@ -109,6 +111,8 @@ class SourceRun:
 
     def batches(self, size: int = 65536) -> Iterator[ElementBatch]:
         """The elements as columnar batches of at most ``size`` rows (:mod:`cstrace.batch`)."""
+        from cstrace.batch import batches_from_rows  # (NumPy columns: not every decode needs them)
+
         return batches_from_rows(self.rows(), self.trace_id, size)
 
     def run_fields(self) -> dict[str, Any]:

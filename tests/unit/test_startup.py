@@ -69,17 +69,23 @@ NOT_FOR_A_SNAPSHOT_DECODE = (
     "cstrace.analyses.query",
     "cstrace.analyses.symbols",
     "cstrace.analyses.timeline",
+    "cstrace.batch",
     "cstrace.inputs.detect",
     "cstrace.inputs.infer",
     "cstrace.inputs.package_write",
     "cstrace.inputs.perfdata.adapter",
     "cstrace.inputs.perfdata.records",
+    "cstrace.inputs.zipfiles",
     "cstrace.fleet",
     "cstrace.parquet",
-    "cstrace.render",
+    "cstrace.protocols.ptm",
+    "cstrace.render.ocsd",
+    "cstrace.render.text",
     "cstrace.viewer",
+    "zipfile",
 )
-"""What ``cstrace decode SNAPSHOT --format null --jobs 1`` has no use for."""
+"""What ``cstrace decode SNAPSHOT --format null --jobs 1`` (an ETMv4 snapshot folder) has no
+use for; with ``--no-summary``, ``cstrace.render`` neither."""
 
 LAZY_PACKAGES = ("cstrace", "cstrace.analyses", "cstrace.inputs", "cstrace.inputs.perfdata")
 
@@ -129,19 +135,24 @@ print(json.dumps(sorted(sys.modules)))
     assert _loaded(_run(code), NOT_AT_IMPORT) == []
 
 
-def test_a_snapshot_decode_loads_only_what_it_uses(corpus: Path) -> None:
-    snapshot = corpus / "snapshots" / "juno_r1_1"
+@pytest.mark.parametrize("summary", [False, True])
+def test_a_snapshot_decode_loads_only_what_it_uses(corpus: Path, summary: bool) -> None:
+    snapshot = corpus / "snapshots" / "bugfix-exact-match"
     if not snapshot.is_dir():
         pytest.skip(f"{snapshot} not found in the corpus")
+    flags = ["--format", "null", "--jobs", "1"] + ([] if summary else ["--no-summary"])
     code = f"""
 import json, sys
 from cstrace.cli import main
-status = main(["decode", {str(snapshot)!r}, "--format", "null", "--jobs", "1", "--no-summary"])
+status = main(["decode", {str(snapshot)!r}, *{flags!r}])
 print(json.dumps([status, sorted(sys.modules)]))
 """
     status, modules = _run(code)
     assert status == 0
-    assert _loaded(modules, NOT_FOR_A_SNAPSHOT_DECODE) == []
+    unused = NOT_FOR_A_SNAPSHOT_DECODE + (() if summary else ("cstrace.render",))
+    assert _loaded(modules, unused) == []
+    # The summary is printed with its own renderer only.
+    assert ("cstrace.render.loss" in modules) == summary
     # It did decode: the decoder and NumPy were loaded on the way.
     assert _loaded(modules, ("numpy", "cstrace.decode", "cstrace.protocols.etmv4.decoder"))
 

@@ -79,16 +79,13 @@ __all__ = [
 def is_raw_capture(path: str | Path) -> bool:
     """Whether ``path`` names a raw capture: a file that is not an ini file, a ZIP or a
     perf.data recording."""
+    p = Path(path)
+    if not p.is_file() or p.name.lower().endswith(".ini"):
+        return False
     from cstrace.inputs.perfdata import is_perf_data
     from cstrace.inputs.zipfiles import is_zip
 
-    p = Path(path)
-    return (
-        p.is_file()
-        and not p.name.lower().endswith(".ini")
-        and not is_zip(p)
-        and not is_perf_data(p)
-    )
+    return not is_zip(p) and not is_perf_data(p)
 
 
 def open_input(

@@ -23,9 +23,9 @@ through :class:`~cstrace.inputs.zipfiles.ZipTree`, which checks every entry).
 from __future__ import annotations
 
 import re
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from cstrace.errors import SnapshotError
 from cstrace.inputs.devices import Device, MemoryDump, Register, Snapshot, TraceBuffer, to_trace
@@ -41,12 +41,14 @@ from cstrace.inputs.metadata import (
     trace_id_register,
 )
 from cstrace.inputs.snapshot import load_snapshot
-from cstrace.inputs.zipfiles import Limits, ZipTree
 from cstrace.memory.clock import CounterClock
 from cstrace.memory.events import CONTEXTIDR_MODES, EventLog, TraceEvent, parse_event_log
 from cstrace.memory.image import mem_space_from_name
 from cstrace.parsing import parse_int
 from cstrace.trace import ExecContext, Image, Origin, Trace
+
+if TYPE_CHECKING:
+    from cstrace.inputs.zipfiles import Limits
 
 __all__ = [
     "CONTENTS",
@@ -559,6 +561,11 @@ def open_trace_input(path: str | Path, *, limits: Limits | None = None) -> Trace
         return read_package(DirTree(p.parent))
     if p.name.lower().endswith(".ini"):
         return to_trace(load_snapshot(DirTree(p.parent), PurePosixPath(p.name)))
+    # (ZIP support loaded only for a ZIP: a folder needs none of it)
+    import zipfile
+
+    from cstrace.inputs.zipfiles import ZipTree
+
     if not zipfile.is_zipfile(p):
         raise SnapshotError("not a snapshot, trace package or ZIP archive", path=str(p))
     tree = ZipTree(p, limits=limits)

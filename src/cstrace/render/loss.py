@@ -16,7 +16,7 @@ addresses and timestamps are in hexadecimal. JSON comes from the report's own
 from __future__ import annotations
 
 from cstrace.analyses.loss import LossReport, NotDecoded, Occurrence, Occurrences, SourceLoss
-from cstrace.render.ocsd.elements import mem_space_name
+from cstrace.render.spaces import mem_space_name
 
 __all__ = ["loss_lines", "not_decoded_line", "occurrences_text", "source_lines"]
 

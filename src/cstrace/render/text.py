@@ -57,7 +57,7 @@ from cstrace.elements import (
     TraceOn,
 )
 from cstrace.errors import DiagKind
-from cstrace.render.ocsd.elements import mem_space_name
+from cstrace.render.spaces import mem_space_name
 from cstrace.trace import ExecContext, Inferred
 
 __all__ = [

@@ -27,7 +27,6 @@ from cstrace.elements import (
     Instrumentation,
     IRangeNoPath,
     ITMTrace,
-    MemSpace,
     MemTrans,
     NoSync,
     PEContext,
@@ -38,6 +37,7 @@ from cstrace.elements import (
     TraceOn,
     Unknown,
 )
+from cstrace.render.spaces import mem_space_name
 
 __all__ = ["element_text", "mem_space_name"]
 
@@ -61,39 +61,6 @@ SEC_NAMES = {
     SecLevel.ROOT: "Root; ",
     SecLevel.REALM: "Realm; ",
 }
-_MEM_SPACE_NAMES = {
-    MemSpace.NONE: "None",
-    MemSpace.EL1S: "EL1S",
-    MemSpace.EL1N: "EL1N",
-    MemSpace.EL2: "EL2N",
-    MemSpace.EL3: "EL3",
-    MemSpace.EL2S: "EL2S",
-    MemSpace.EL1R: "EL1R",
-    MemSpace.EL2R: "EL2R",
-    MemSpace.ROOT: "Root",
-    MemSpace.S: "Any S",
-    MemSpace.N: "Any NS",
-    MemSpace.R: "Any R",
-    MemSpace.ANY: "Any",
-}
-_SINGLE_SPACES = (
-    MemSpace.EL1S,
-    MemSpace.EL1N,
-    MemSpace.EL2,
-    MemSpace.EL3,
-    MemSpace.EL2S,
-    MemSpace.EL1R,
-    MemSpace.EL2R,
-    MemSpace.ROOT,
-)
-
-
-def mem_space_name(space: int) -> str:
-    """Name a memory space as the reference does: ``EL1N``, ``Any NS``, ``EL1S,EL2N``..."""
-    name = _MEM_SPACE_NAMES.get(MemSpace(space & 0xFF))
-    if name is not None:
-        return name
-    return ",".join(_MEM_SPACE_NAMES[s] for s in _SINGLE_SPACES if space & s)
 
 
 def _cc(cycle_count: int | None) -> str:
