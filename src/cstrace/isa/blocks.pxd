@@ -15,8 +15,8 @@ cdef class Block:
     cdef public int itype
     cdef public int subtype
     cdef public int size
-    cdef public object cond
-    cdef public object link
+    cdef public bint cond
+    cdef public bint link
     cdef public object target
     cdef public int next_isa
     cdef public int it_out

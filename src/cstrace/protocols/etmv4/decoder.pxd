@@ -65,9 +65,19 @@ cdef class Etmv4Decoder(PacketSink):
         nxt=Block,
         prev_taken=cython.bint,
         table=dict,
-        bits=cython.ulonglong,
+        f=tuple,
+        base=Py_ssize_t,
     )
-    cpdef Py_ssize_t _atoms(self, Py_ssize_t n, unsigned long long bits, object ix) except? -1
+    cpdef Py_ssize_t _atoms(
+        self,
+        Py_ssize_t n,
+        unsigned long long bits,
+        object ix,
+        bytes data=*,
+        Py_ssize_t i=*,
+        Py_ssize_t end=*,
+        Py_ssize_t off0=*,
+    ) except? -1
 
     @cython.locals(out=list, base=Py_ssize_t, kind=cython.int, raw=bytes)
     cpdef decode(self, object pkt)
@@ -78,10 +88,13 @@ cdef class Etmv4Decoder(PacketSink):
     @cython.locals(out=list, mark=Py_ssize_t)
     cpdef void _resolve(self) except *
 
-    @cython.locals(a=list, rs=_ReturnStack, out=list, base=Py_ssize_t)
+    @cython.locals(out=list, base=Py_ssize_t)
     cpdef bint _fast_atom(self, object idx, unsigned long long bits, long long n) except -1
 
-    @cython.locals(i=Py_ssize_t, f=tuple, fields=tuple, idx=object)
+    @cython.locals(a=list, rs=_ReturnStack)
+    cpdef bint _fast_ready(self) except -1
+
+    @cython.locals(i=Py_ssize_t, off0=Py_ssize_t, f=tuple, fields=tuple, out=list, base=Py_ssize_t)
     cpdef void _atom_run(self, Py_ssize_t off, bytes data, Py_ssize_t pos, Py_ssize_t end) except *
 
     cpdef void _settle(self, object pkt, int kind, object idx, Py_ssize_t base) except *

@@ -599,11 +599,7 @@ class Etmv4Decoder(PacketSink):
 
     def atoms(self, off: int, data: bytes, pos: int, end: int) -> None:
         """Atom packets, one per header byte of ``data[pos:end]``, the first at ``off``."""
-        out = self.out
-        base = len(out)
         self._atom_run(off, data, pos, end)
-        if self.log:
-            merge_log(out, base, self.log)
         self.packets += end - pos
 
     def address(
@@ -671,23 +667,12 @@ class Etmv4Decoder(PacketSink):
     def _fast_atom(self, idx: int, bits: int, n: int) -> bool:
         """The fast path of an atom packet (no speculation), in the decode state.
 
-        Taken when nothing older than the packet is stacked but perhaps one
-        address: every atom is then committed at once. Returns False, having
-        done nothing, when the general path must take the packet.
+        Taken when :meth:`_fast_ready`: every atom is then committed at once.
+        Returns False, having done nothing, when the general path must take the
+        packet.
         """
-        if not self.fast_atoms or self.spec_depth:
+        if not self._fast_ready():
             return False
-        stack = self.stack
-        if stack:
-            if len(stack) != 1 or stack[0][_K] != _ADDR:
-                return False
-            a = stack.pop()
-            rs = self.rs
-            rs.pop_pending = False
-            rs.tinfo_wait = False
-            self.addr = a[_A]
-            self.isa = _A64 if self.is_64bit else (_T32 if a[_B] else _A32)
-            self.need_addr = False
         out = self.out
         base = len(out)
         self.res_commit = n
@@ -698,26 +683,53 @@ class Etmv4Decoder(PacketSink):
             self._no_sync(None, K_ATOM, idx)
         return True
 
+    def _fast_ready(self) -> bool:
+        """Whether atom packets can take the fast path now (in the decode state): no
+        speculation, and nothing older stacked but perhaps one address, which is
+        then taken (an atom packet would commit it first)."""
+        if not self.fast_atoms or self.spec_depth:
+            return False
+        stack = self.stack
+        if len(stack):
+            if len(stack) != 1 or stack[0][_K] != _ADDR:
+                return False
+            a = stack.pop()
+            rs = self.rs
+            rs.pop_pending = False
+            rs.tinfo_wait = False
+            self.addr = a[_A]
+            self.isa = _A64 if self.is_64bit else (_T32 if a[_B] else _A32)
+            self.need_addr = False
+        return True
+
     def _atom_run(self, off: int, data: bytes, pos: int, end: int) -> None:
         """Atom packets, one per header byte of ``data[pos:end]`` (an
         :class:`~cstrace.protocols.etmv4.packets.AtomRun`, or a run the reader's loop
         found), each as :meth:`decode` takes an atom packet, without an object when the
-        fast path takes it."""
+        fast path takes it; their diagnostics merged into ``out``."""
+        out = self.out
+        base = len(out)
         fields = _ATOM_FIELDS
-        for i in range(pos, end):
-            f = fields[data[i]]
-            assert f is not None  # (the reader gives atom headers only)
-            idx = off + (i - pos)
+        off0 = off - pos  # the capture index of data[i] is off0 + i
+        i = pos
+        while i < end:
             if self.state == _DECODE:
-                self.last_idx = idx
                 if self.stale:
                     self.stale = False
                     if self.memory.generation != self.generation:
                         self.generation = self.memory.generation
                         self._set_space()
-                if self._fast_atom(idx, f[2], f[3]):
+                if self._fast_ready():
+                    # the packets from i on, in one call (it stops after a sequence error)
+                    self.res_commit = 0
+                    i = self._atoms(0, 0, 0, data, i, end, off0)
                     continue
-            self.decode(Atom_(idx, f[0], f[1], f[2], f[3]))
+            f = fields[data[i]]
+            assert f is not None  # (the reader gives atom headers only)
+            self.decode(Atom_(off0 + i, f[0], f[1], f[2], f[3]))
+            i += 1
+        if self.log:
+            merge_log(out, base, self.log)
 
     def _no_sync(self, pkt: Any, kind: int, idx: int) -> None:
         """The reference's NO_SYNC / WAIT_SYNC / WAIT_TINFO states for one packet."""
@@ -1156,7 +1168,16 @@ class Etmv4Decoder(PacketSink):
 
     # -- program flow ----------------------------------------------------------------
 
-    def _atoms(self, n: int, bits: int, ix: int) -> int:
+    def _atoms(
+        self,
+        n: int,
+        bits: int,
+        ix: int,
+        data: bytes | None = None,
+        i: int = 0,
+        end: int = 0,
+        off0: int = 0,
+    ) -> int:
         """Commit up to ``n`` atoms (the reference's processAtom, once per atom).
 
         ``bits`` holds the atoms, oldest in bit 0 (1 = E); ``ix`` is the Idx of
@@ -1166,6 +1187,13 @@ class Etmv4Decoder(PacketSink):
         many atoms are left uncommitted: the caller's ``bits`` shifted right by
         the atoms taken (``n`` less that) are theirs; -1 after a sequence error
         (an empty return stack), which has been reported and has reset the decoder.
+
+        With ``data``, the fast path (:meth:`_fast_ready`) of the atom packets
+        whose headers are ``data[i:end]`` (the first at capture index ``off0 +
+        i``), each committing its atoms as it comes (``n``, ``bits`` and ``ix``
+        are unused); returns the position after the last one taken: ``end``, or
+        the position after a packet that met a sequence error (reported: its
+        elements dropped, the decoder reset and waiting for synchronisation).
         """
         commit = self.res_commit
         rs = self.rs
@@ -1176,6 +1204,15 @@ class Etmv4Decoder(PacketSink):
         it = self.it
         pop_pending = rs.pop_pending
         need = self.need_ctxt or self.need_addr
+        base = 0  # (a run) the elements in out before the packet's
+        if data is not None:
+            f = _ATOM_FIELDS[data[i]]
+            assert f is not None  # (the reader gives atom headers only)
+            bits = f[2]
+            n = commit = f[3]
+            ix = off0 + i
+            self.last_idx = ix
+            base = len(out)
         # The block walked last, whose link to the next one is set once looked up,
         # and the block that link gave (None: look the next one up): from the last
         # call when the walk is where that call left it.
@@ -1187,92 +1224,110 @@ class Etmv4Decoder(PacketSink):
                 prev = self.walk_prev
                 prev_taken = self.walk_prev_taken
                 nxt = self.walk_next
-        while n and commit:
-            n -= 1
-            commit -= 1
-            taken = bits & 1
-            bits >>= 1
-            if pop_pending:
-                self.addr = addr
-                self.isa = isa
-                self.it = it
-                if not self._rs_pop():
-                    return -1  # (reported, and the decoder reset: nothing to write back)
-                pop_pending = False
-                addr = self.addr
-                isa = self.isa
-                need = self.need_ctxt or self.need_addr
-                prev = nxt = None
-            if need:
-                continue
-            blk = nxt
-            if blk is None:
-                if it and isa == _T32:
-                    table = blocks[isa]
-                    blk = table.get((addr, it))
-                    if blk is None:
-                        blk = self.walker.block(addr, isa, self.space, it)
-                else:
-                    table = blocks[isa]
-                    blk = table.get(addr)
-                    if blk is None:
-                        blk = self.walker.block(addr, isa, self.space, 0)
-                if prev is not None:
-                    if prev_taken:
-                        prev.next_e = blk
+        while True:
+            while n and commit:
+                n -= 1
+                commit -= 1
+                taken = bits & 1
+                bits >>= 1
+                if pop_pending:
+                    self.addr = addr
+                    self.isa = isa
+                    self.it = it
+                    if not self._rs_pop():
+                        # (reported, and the decoder reset: nothing to write back)
+                        if data is None:
+                            return -1
+                        del out[base:]  # the packet's elements
+                        self._clip_log(base)
+                        self._no_sync(None, K_ATOM, ix)
+                        return i + 1
+                    pop_pending = False
+                    addr = self.addr
+                    isa = self.isa
+                    need = self.need_ctxt or self.need_addr
+                    prev = nxt = None
+                if need:
+                    continue
+                blk = nxt
+                if blk is None:
+                    if it and isa == _T32:
+                        table = blocks[isa]
+                        blk = table.get((addr, it))
+                        if blk is None:
+                            blk = self.walker.block(addr, isa, self.space, it)
                     else:
-                        prev.next_n = blk
-            it = blk.it_out
-            prev = blk
-            prev_taken = taken == 1
-            if blk.found:
-                # waypoint found
-                if taken:
-                    itype = blk.itype
-                    if itype == _BR:
-                        if blk.link:
-                            rs.push(blk.end, isa)
-                        addr = blk.target
-                        it = 0
+                        table = blocks[isa]
+                        blk = table.get(addr)
+                        if blk is None:
+                            blk = self.walker.block(addr, isa, self.space, 0)
+                    if prev is not None:
+                        if prev_taken:
+                            prev.next_e = blk
+                        else:
+                            prev.next_n = blk
+                it = blk.it_out
+                prev = blk
+                prev_taken = taken == 1
+                if blk.found:
+                    # waypoint found
+                    if taken:
+                        itype = blk.itype
+                        if itype == _BR:
+                            if blk.link:
+                                rs.push(blk.end, isa)
+                            addr = blk.target
+                            it = 0
+                        else:
+                            addr = blk.end
+                            if itype == _BR_IND:
+                                need = True
+                                self.need_addr = True
+                                if blk.link:
+                                    rs.push(addr, isa)
+                                it = 0
+                                pop_pending = rs.active
+                                prev = None  # where an indirect branch goes is not the block's
+                                if blk.subtype == _V8_ERET and self.is_ete:
+                                    # No exception-return packet in ETE: show the ERET.
+                                    isa = blk.next_isa
+                                    out.append(ix)
+                                    out.append(blk.range_e)
+                                    out.append(ExceptionRet(ix))
+                                    nxt = None
+                                    continue
+                        isa = blk.next_isa
+                        out.append(ix)
+                        out.append(blk.range_e)
+                        nxt = blk.next_e
                     else:
                         addr = blk.end
-                        if itype == _BR_IND:
-                            need = True
-                            self.need_addr = True
-                            if blk.link:
-                                rs.push(addr, isa)
-                            it = 0
-                            pop_pending = rs.active
-                            prev = None  # where an indirect branch goes is not the block's
-                            if blk.subtype == _V8_ERET and self.is_ete:
-                                # No exception-return packet in ETE: show the ERET.
-                                isa = blk.next_isa
-                                out.append(ix)
-                                out.append(blk.range_e)
-                                out.append(ExceptionRet(ix))
-                                nxt = None
-                                continue
-                    isa = blk.next_isa
-                    out.append(ix)
-                    out.append(blk.range_e)
-                    nxt = blk.next_e
+                        out.append(ix)
+                        out.append(blk.range_n)
+                        nxt = blk.next_n
                 else:
+                    # No waypoint: the opcode at blk.end is in no memory image.
+                    need = True
+                    self.need_addr = True
+                    prev = None
+                    nxt = None
+                    if blk.count:
+                        out.append(ix)
+                        out.append(blk.range_e)
+                        isa = blk.next_isa
                     addr = blk.end
-                    out.append(ix)
-                    out.append(blk.range_n)
-                    nxt = blk.next_n
-            else:
-                # No waypoint: the opcode at blk.end is in no memory image.
-                need = True
-                self.need_addr = True
-                prev = None
-                nxt = None
-                if blk.count:
-                    out.append(ix)
-                    out.append(blk.range_e)
-                    isa = blk.next_isa
-                addr = blk.end
-                out.append(AddrNacc(ix, addr, self.space))
+                    out.append(AddrNacc(ix, addr, self.space))
+            if data is None or i + 1 >= end:
+                break
+            # the next atom packet of the run
+            i += 1
+            f = _ATOM_FIELDS[data[i]]
+            assert f is not None
+            bits = f[2]
+            n = commit = f[3]
+            ix = off0 + i
+            self.last_idx = ix
+            base = len(out)
         self.addr = addr
         self.isa = isa
         self.it = it
@@ -1285,7 +1340,7 @@ class Etmv4Decoder(PacketSink):
         self.walk_prev = prev
         self.walk_prev_taken = prev_taken
         self.walk_next = nxt
-        return n
+        return n if data is None else i + 1
 
     def _exception(self) -> None:
         """Range up to the preferred return address, then EXCEPTION (processException)."""
