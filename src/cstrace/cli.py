@@ -926,6 +926,20 @@ def _plan(trace: Trace, buffers: Sequence[Buffer], options: DecodeOptions) -> li
     return [(tid, b.size()) for b in buffers for tid in session.run_ids(b)]
 
 
+def _ids_with_data(trace: Trace, buffers: Sequence[Buffer], args: argparse.Namespace) -> set[int]:
+    """The trace IDs of the decode that can have data: those an ETB/ETR capture's frames
+    name (one quick pass), every configured one in the other formats. One busy trace ID
+    among several configured (``bugfix-exact-match``: one of six) needs no pool."""
+    from cstrace.decode import Session
+
+    session = Session(trace, _options(args))
+    found: set[int] = set()
+    for b in buffers:
+        named = session.ids_with_data(b)
+        found.update(session.run_ids(b) if named is None else named)
+    return found
+
+
 def _parallel(
     trace: Trace,
     args: argparse.Namespace,
@@ -944,22 +958,29 @@ def _parallel(
         raise CstraceError(f"--jobs {jobs}: must be at least 1")
     if jobs == 1:
         return None
+    # A long run is cut at synchronisation points (not for Parquet, whose row groups
+    # would follow the pieces, nor when who ran is followed from element to element).
+    # By default only for the listing: for the other formats a cut costs more than it
+    # saves (docs/performance.md); CSTRACE_SPLIT_MIN asks for cuts in every format.
+    split_min = _split_min()
+    wanted = args.format == "ocsd" or split_min is not None
+    cut = wanted and args.format != "parquet" and not trace.has_exec_context
+    if not cut and (
+        len({tid for tid, _ in plan}) < 2 or len(_ids_with_data(trace, buffers, args)) < 2
+    ):
+        return None  # one trace ID with data, not cut: no pool to start
     # Imported only now: a serial decode does without multiprocessing.
     from cstrace.parallel import ParallelDecode, can_fork, lanes_of, split_plans
 
     if not can_fork():
         return None
-    # A long run is cut at synchronisation points (not for Parquet, whose row groups
-    # would follow the pieces, nor when who ran is followed from element to element).
-    # By default only for the listing: for the other formats a cut costs more than it
-    # saves (docs/performance.md); CSTRACE_SPLIT_MIN asks for cuts in every format.
     splits = {}
-    split_min = _split_min()
-    wanted = args.format == "ocsd" or split_min is not None
-    if wanted and args.format != "parquet" and not trace.has_exec_context:
+    if cut:
         size = _SPLIT_MIN if split_min is None else split_min
         splits = split_plans(trace, buffers, _options(args), jobs, size)
-    if len({tid for tid, _ in plan}) < 2 and not splits:
+    if not splits and (
+        len({tid for tid, _ in plan}) < 2 or len(_ids_with_data(trace, buffers, args)) < 2
+    ):
         return None
     # None: two runs of one trace ID in a buffer would share a decoder; serial then.
     lanes = lanes_of(trace, buffers, _options(args))

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from cstrace.capture import SINGLE_SOURCE_FORMATS, CaptureIssue, Demux, Stream, demux
 from cstrace.capture.formatter import EMPTY_BLOCK_STOP, FRAME_SIZE
-from cstrace.capture.lazy import LazyStream, find_empty_block_stop
+from cstrace.capture.lazy import LazyStream, scan_frames
 from cstrace.elements import Element
 from cstrace.errors import CstraceError, Issue, IssueKind, Severity
 from cstrace.memory.build import CodeMemories
@@ -228,11 +228,14 @@ class Session:
                     f"{size % FRAME_SIZE} trailing bytes ignored",
                 )
             )
-        stop = find_empty_block_stop(read, decoded)
+        scan = scan_frames(read, decoded)
+        stop = scan.stop
         if stop is not None:
             issues.append(CaptureIssue(stop, EMPTY_BLOCK_STOP, warning=True))
+        # A trace ID that no ID byte names has no data: nothing to demultiplex for it.
         streams: dict[int, Stream] = {
-            tid: LazyStream(tid, read, stop_ids=decoded) for tid in decoded
+            tid: LazyStream(tid, read, stop_ids=decoded) if tid in scan.ids else Stream(tid, b"")
+            for tid in decoded
         }
         return Demux(streams, issues, size // FRAME_SIZE, stop is None)
 
@@ -282,6 +285,19 @@ class Session:
         if buffer.format in SINGLE_SOURCE_FORMATS:
             sources = sources[:1]
         return [tid for _, _, _, tid in self._configure(buffer, sources, [], [])]
+
+    def ids_with_data(self, buffer: Buffer) -> frozenset[int] | None:
+        """The trace IDs of :meth:`run_ids` that can have data in ``buffer`` (an ID byte
+        of its frames names them, before any frame that stops the decode), when one
+        quick pass over an ETB/ETR capture tells; None for the other formats."""
+        if buffer.format != "coresight":
+            return None
+        configured = frozenset(self.run_ids(buffer))
+
+        def read() -> Iterator[bytes]:
+            return buffer.blocks()
+
+        return configured & scan_frames(read, configured).ids
 
     def runs(
         self, buffers: Sequence[str] | None = None, issues: list[Issue] | None = None

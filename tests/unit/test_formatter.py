@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import cstrace
 from cstrace.capture import demux
 from cstrace.capture.encode import format_frames
 from cstrace.capture.formatter import CaptureIssue, _Framing, _fsync_frames, demux_frames
-from cstrace.capture.lazy import LazyStream, find_empty_block_stop
+from cstrace.capture.lazy import LazyStream, find_empty_block_stop, scan_frames
+from cstrace.decode import Session
 
 
 def model_demux(data: bytes, sofs: list[int] | None = None) -> dict[int, list[tuple[int, int]]]:
@@ -338,3 +341,45 @@ def test_empty_block_needs_an_id_change() -> None:
     data = frame(body, flags=1 << 6)
     assert demux(data, "coresight", stop_ids=frozenset({2})).complete
     assert find_empty_block_stop(_reader(data, 16), frozenset({2})) is None
+
+
+@pytest.mark.parametrize("block_size", [16, 32, 1 << 20])
+def test_scan_frames_names_the_ids_that_can_have_data(block_size: int) -> None:
+    # ID 1 then ID 5 (0x0B); ID 7 appears nowhere; data before the first ID byte is nobody's.
+    first = frame([0x10, 0x11, 0x03, *range(1, 13)])
+    second = frame([0x0B, *range(1, 15)])
+    data = first + second + first
+    decoded = frozenset({1, 5, 7})
+    scan = scan_frames(_reader(data, 16), decoded, block_size)
+    assert scan.stop is None
+    assert scan.ids & decoded == {1, 5}
+    # Every ID with data in the full demultiplexing is named; 7, never named, has none.
+    streams = demux(data, "coresight").streams
+    assert {tid for tid, s in streams.items() if len(s.data)} <= scan.ids
+    assert 7 not in streams or not streams[7].data
+    # Nothing to look for without decoded IDs.
+    assert scan_frames(_reader(data, 16), frozenset()).ids == frozenset()
+
+
+def test_scan_frames_stops_where_the_reference_stops() -> None:
+    before = frame([0x03, *range(1, 15)])
+    data = before + _empty_block_frame() + frame([0x0B, *range(1, 15)])
+    scan = scan_frames(_reader(data, 16), frozenset({1, 2}), 16)
+    assert scan.stop == 16
+    # IDs named after the stop frame are not there to decode: 5 is left out.
+    assert scan.ids == {1, 2, 3}
+
+
+def test_a_session_knows_which_trace_ids_have_data(corpus: Path) -> None:
+    snapshot = corpus / "snapshots" / "bugfix-exact-match"
+    if not snapshot.is_dir():
+        pytest.skip(f"{snapshot} not found in the corpus")
+    trace = cstrace.open_trace(snapshot)
+    session = Session(trace)
+    buffer = trace.buffers[0]
+    assert session.run_ids(buffer) == [0x10, 0x12, 0x14, 0x16, 0x18, 0x1A]
+    assert session.ids_with_data(buffer) == {0x12}
+    # The others are empty streams, never demultiplexed; the busy one is read lazily.
+    runs = session.open_buffer(buffer).runs
+    assert [type(r.stream).__name__ for r in runs] == ["Stream", "LazyStream"] + ["Stream"] * 4
+    assert all(not r.stream.data for r in runs if r.trace_id != 0x12)

@@ -246,3 +246,20 @@ print(json.dumps([
     # A submodule is an attribute of its package after `import cstrace` alone, as before.
     assert submodule == "cstrace.decode"
     assert symbols == "cstrace.analyses.symbols"
+
+
+def test_one_busy_trace_id_starts_no_pool(corpus: Path) -> None:
+    # bugfix-exact-match configures six ETMv4 sources; the frames name one trace ID
+    # only: by default (--jobs as many as CPUs) the decode stays in this process.
+    snapshot = corpus / "snapshots" / "bugfix-exact-match"
+    if not snapshot.is_dir():
+        pytest.skip(f"{snapshot} not found in the corpus")
+    code = f"""
+import json, sys
+from cstrace.cli import main
+status = main(["decode", {str(snapshot)!r}, "--format", "null", "--jobs", "2"])
+print(json.dumps([status, sorted(sys.modules)]))
+"""
+    status, modules = _run(code)
+    assert status == 0
+    assert _loaded(modules, ("cstrace.parallel", "multiprocessing")) == []

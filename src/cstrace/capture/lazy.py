@@ -19,6 +19,7 @@ stream, whose size is then that of the trace ID's data, not of the capture.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -26,7 +27,14 @@ import numpy.typing as npt
 from cstrace.capture.formatter import _HIGHEST, FRAME_SIZE, _Unpacker
 from cstrace.capture.stream import GatheredStream, Stream
 
-__all__ = ["BLOCK_SIZE", "LazyStream", "ReadBlocks", "find_empty_block_stop"]
+__all__ = [
+    "BLOCK_SIZE",
+    "FrameScan",
+    "LazyStream",
+    "ReadBlocks",
+    "find_empty_block_stop",
+    "scan_frames",
+]
 
 BLOCK_SIZE = 1 << 20
 """Bytes read and demultiplexed at a time (a multiple of the 16-byte frame)."""
@@ -53,24 +61,48 @@ def _aligned(read: ReadBlocks, unit: int, size: int) -> Iterator[tuple[int, byte
         yield offset, pending[:whole]
 
 
+@dataclass(frozen=True)
+class FrameScan:
+    """What one quick pass over a capture's frames found (:func:`scan_frames`)."""
+
+    stop: int | None
+    """The capture index of the first frame that stops the reference decoder, if any."""
+    ids: frozenset[int]
+    """The trace IDs that an ID byte names, up to that frame or the end: only these
+    can have data (data before the first ID byte belongs to no ID)."""
+
+
 def find_empty_block_stop(
     read: ReadBlocks, stop_ids: frozenset[int], block_size: int = BLOCK_SIZE
 ) -> int | None:
-    """The capture index of the first frame that stops the reference decoder, if any.
+    """The capture index of the first frame that stops the reference decoder, if any
+    (:attr:`FrameScan.stop`)."""
+    return scan_frames(read, stop_ids, block_size).stop
 
-    That is a frame whose byte 12 changes the ID to one of ``stop_ids`` with its
-    flag bit set and whose byte 14 is an ID: the reference hands the new ID an
-    empty data block there, which its decoders treat as fatal (see
+
+def scan_frames(
+    read: ReadBlocks, stop_ids: frozenset[int], block_size: int = BLOCK_SIZE
+) -> FrameScan:
+    """One pass over the frames of a capture: where the reference decoder stops, and
+    which trace IDs can have data (nothing is read without ``stop_ids``).
+
+    The reference stops at a frame whose byte 12 changes the ID to one of
+    ``stop_ids`` with its flag bit set and whose byte 14 is an ID: it hands the
+    new ID an empty data block there, which its decoders treat as fatal (see
     ``_Unpacker._first_fatal``). Such frames are rare, so this pass only tests
-    three bits per frame with NumPy and looks closer at the few candidates.
+    three bits per frame with NumPy and looks closer at the few candidates; the
+    IDs named come from the same ID bits. A trace ID no ID byte names needs no
+    demultiplexing at all: its stream is empty.
     """
     if not stop_ids:
-        return None
+        return FrameScan(None, frozenset())
     last_id = -1  # the ID in effect at the end of the previous block
+    named = np.zeros(128, dtype=bool)
     for offset, data in _aligned(read, FRAME_SIZE, block_size - block_size % FRAME_SIZE):
         frames = np.frombuffer(data, dtype=np.uint8).reshape(-1, FRAME_SIZE)
         slots = frames[:, 0:15:2]
         is_id = (slots & 1).astype(bool)
+        named[slots[is_id] >> 1] = True
         cand = np.flatnonzero(is_id[:, 6] & is_id[:, 7] & ((frames[:, 15] >> 6) & 1).astype(bool))
         if cand.size:
             with_ids = np.flatnonzero(is_id.any(axis=1))
@@ -90,13 +122,17 @@ def find_empty_block_stop(
                     else:
                         before = last_id
                 if new != before:
-                    return offset + FRAME_SIZE * row
+                    return FrameScan(offset + FRAME_SIZE * row, _ids(named))
         rows = np.flatnonzero(is_id.any(axis=1))
         if rows.size:
             row = int(rows[-1])
             top = int(_HIGHEST[int(np.packbits(is_id[row], bitorder="little")[0])])
             last_id = int(slots[row, top]) >> 1
-    return None
+    return FrameScan(None, _ids(named))
+
+
+def _ids(named: npt.NDArray[np.bool_]) -> frozenset[int]:
+    return frozenset(int(i) for i in np.flatnonzero(named))
 
 
 class LazyStream(GatheredStream):

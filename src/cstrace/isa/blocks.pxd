@@ -5,6 +5,8 @@
 
 cimport cython
 
+from cstrace.isa.scan cimport Walker
+
 cdef class Block:
     cdef public object start
     cdef public int isa
@@ -41,4 +43,4 @@ cdef class BlockCache:
     cpdef Block _walk_block(self, object address, int isa, object space, int it)
 
     @cython.locals(last=tuple)
-    cpdef object _walker(self, object region, int isa)
+    cpdef Walker _walker(self, object region, int isa)

@@ -4,7 +4,7 @@
 
 cimport cython
 
-from cstrace.isa.blocks cimport Block
+from cstrace.isa.blocks cimport Block, BlockCache
 from cstrace.protocols.etmv4.reader cimport PacketSink
 
 cdef int _A32, _T32, _A64, _BR, _BR_IND, _V8_ERET
@@ -31,7 +31,8 @@ cdef class _ReturnStack:
 
 @cython.final
 cdef class Etmv4Decoder(PacketSink):
-    cdef public object config, context, walker, memory, generation, persist, pe
+    cdef public object config, context, memory, generation, persist, pe
+    cdef public BlockCache walker
     cdef public object addr, last_cc, unsync_reason, stack, space, cc_threshold
     cdef public object last_idx, trace_id, handlers
     cdef public list log, blocks
