@@ -33,7 +33,8 @@ cdef class _ReturnStack:
 cdef class Etmv4Decoder(PacketSink):
     cdef public object config, context, memory, generation, persist, pe
     cdef public BlockCache walker
-    cdef public object addr, last_cc, unsync_reason, stack, space, cc_threshold
+    cdef public object addr, last_cc, unsync_reason, space, cc_threshold
+    cdef public list stack
     cdef public object last_idx, trace_id, handlers
     cdef public list log, blocks
     cdef public long long packets
@@ -83,7 +84,7 @@ cdef class Etmv4Decoder(PacketSink):
     @cython.locals(out=list, base=Py_ssize_t, kind=cython.int, raw=bytes)
     cpdef decode(self, object pkt)
 
-    @cython.locals(stack=object, is_addr=cython.bint)
+    @cython.locals(stack=list, is_addr=cython.bint)
     cpdef bint _decode_packet(self, object pkt, int kind, object idx) except -1
 
     @cython.locals(out=list, mark=Py_ssize_t)
@@ -92,7 +93,7 @@ cdef class Etmv4Decoder(PacketSink):
     @cython.locals(out=list, base=Py_ssize_t)
     cpdef bint _fast_atom(self, object idx, unsigned long long bits, long long n) except -1
 
-    @cython.locals(a=list, rs=_ReturnStack)
+    @cython.locals(a=list, rs=_ReturnStack, stack=list)
     cpdef bint _fast_ready(self) except -1
 
     @cython.locals(i=Py_ssize_t, off0=Py_ssize_t, f=tuple, fields=tuple, out=list, base=Py_ssize_t)

@@ -47,7 +47,6 @@ a P0 element for cancelling.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -214,7 +213,7 @@ _UNSEEN = 21
 _TINFO = 22
 
 # Stack elements are small lists ``[kind, is_p0, idx, a, b, c]``; the stack is a
-# deque with the oldest element on the left.
+# list with the oldest element first (a few elements: taking the first costs little).
 #   atom:      a = atoms left, b = E/N bits (oldest in bit 0)
 #   addr:      a = address, b = IS          src addr: the same
 #   ctxt:      a = context tuple (see _ctxt_of)
@@ -380,7 +379,7 @@ class Etmv4Decoder(PacketSink):
         self.unsync_reason = (
             UnsyncReason.RESET_DECODER if context.reset else UnsyncReason.INIT_DECODER
         )
-        self.stack: deque[list[Any]] = deque()
+        self.stack: list[list[Any]] = []
         self.out: list[Any] = []
         """Where the elements go, as element rows (cstrace.rows)."""
         self.trace_id = int(getattr(config, "trace_id", context.trace_id))
@@ -779,7 +778,7 @@ class Etmv4Decoder(PacketSink):
                 self._marker(e)
             elif k == _ITE:
                 self._ite(e)
-            stack.popleft()
+            stack.pop(0)
         reason = UnsyncReason.OVERFLOW if self.prev_overflow else UnsyncReason.EOT
         out.append(EoTrace(self.last_idx, reason))
         if self.timed:
@@ -987,7 +986,7 @@ class Etmv4Decoder(PacketSink):
                 ctxt = e[_A]
                 if ctxt[0]:
                     self._update_context(ctxt, e[_IX])
-                    stack.popleft()
+                    stack.pop(0)
                     break  # the reference sends its output after a context change
             elif k in _TS_CC_EVENT:
                 self._ts_cc_event(e)
@@ -1028,7 +1027,7 @@ class Etmv4Decoder(PacketSink):
                 rs.tinfo_wait = True
                 rs.flush()
             if stack:
-                stack.popleft()
+                stack.pop(0)
         self.spec_depth -= num_req - self.res_commit
 
     def _cancel(self) -> None:
@@ -1085,7 +1084,7 @@ class Etmv4Decoder(PacketSink):
         """Discard / overflow: output held TS/CC/events/markers, drop the rest, resync."""
         stack = self.stack
         while stack:
-            e = stack.popleft()
+            e = stack.pop(0)
             if e[_K] == _MARKER:
                 self._marker(e)
             else:
@@ -1345,12 +1344,12 @@ class Etmv4Decoder(PacketSink):
     def _exception(self) -> None:
         """Range up to the preferred return address, then EXCEPTION (processException)."""
         stack = self.stack
-        ex = stack.popleft()
+        ex = stack.pop(0)
         idx = ex[_IX]
         br_tgt = bool(ex[_B])
         ctxt_elem = None
         if stack and stack[0][_K] == _CTXT:
-            ctxt_elem = stack.popleft()
+            ctxt_elem = stack.pop(0)
         if not stack or stack[0][_K] != _ADDR:
             self._seq_error(_EXCEPTION_NO_ADDRESS)
         addr_elem = stack[0]  # removed by the commit loop, as in the reference
@@ -1385,19 +1384,19 @@ class Etmv4Decoder(PacketSink):
     def _q_element(self) -> None:
         """Q element: N instructions executed, path known only if walkable (processQElement)."""
         stack = self.stack
-        q = stack.popleft()
+        q = stack.pop(0)
         idx = q[_IX]
         count = q[_A]
         if q[_B] is None:
             ctxt_elem = None
             if stack and stack[0][_K] == _CTXT:
-                ctxt_elem = stack.popleft()
+                ctxt_elem = stack.pop(0)
             if not stack or stack[0][_K] != _ADDR:
                 self._seq_error(_Q_NO_ADDRESS)
-            a = stack.popleft()
+            a = stack.pop(0)
             q_addr, q_is = a[_A], a[_B]
             if ctxt_elem is not None:
-                stack.appendleft(ctxt_elem)
+                stack.insert(0, ctxt_elem)
         else:
             q_addr, q_is = q[_B], q[_C]
         start = self.addr
