@@ -65,6 +65,8 @@ cdef class _Scanner:
         low=cython.ulonglong,
         mask=cython.ulonglong,
         prior=cython.ulonglong,
+        b=cython.ulonglong,
+        k=cython.int,
         atom_fields=tuple,
         readers=tuple,
         kinds=tuple,

@@ -1684,14 +1684,28 @@ class _Scanner:
                         self.cut = True
                         return pos
                     e0, e1, _ = st.hist
-                    # (a function: its arithmetic is on Python ints, never C ints here)
-                    value = _long_address(data, pos + 1, isa, wide)
+                    # _long_address, inlined: each byte goes to a 64-bit local first, so
+                    # that compiled, the shifts are on 64-bit C integers, never a C int
+                    b = data[pos + 1]
+                    low = (b & 0x7F) << 2 if isa == 0 else (b & 0x7F) << 1
+                    b = data[pos + 2]
+                    low |= (b & 0x7F) << 9 if isa == 0 else b << 8
+                    b = data[pos + 3]
+                    low |= b << 16
+                    b = data[pos + 4]
+                    low |= b << 24
                     if wide:
-                        address = value
+                        for k in range(4, 8):
+                            b = data[pos + 1 + k]
+                            low |= b << (8 * k)
                         nbits = 64
                     else:
-                        address = (e0[0] & ~0xFFFFFFFF) | value if st.ctx_valid and st.sf else value
+                        if st.ctx_valid and st.sf:
+                            mask = 0xFFFFFFFF
+                            prior = e0[0]
+                            low |= prior & ~mask
                         nbits = 32
+                    address = low
                 elif reader is read_address_match:
                     index = hdr & 0x3
                     hist = st.hist
