@@ -29,7 +29,14 @@ configuration (ETE-only packets, conditional trace, data trace, Q elements,
 versions) read as RESERVED / RESERVED_CFG when the configuration does not allow
 them, as in the reference decoder. The hot kinds (atoms, addresses and exact
 matches: ~97% of the packets of A-profile trace) are read by copies of their
-readers inlined in :func:`iter_packets`.
+readers inlined in the reader's loop (``_Scanner.scan``).
+
+The loop hands what it reads to a :class:`PacketSink` (:func:`read_into`): the
+hot kinds as fields (a run of atom headers, an address and its history entry),
+every other packet as an object. :func:`iter_packets` gives the objects of the
+plain sink, which makes packet objects of the hot kinds too; the ETMv4/ETE
+decoder is a sink of its own, which takes the hot kinds without objects
+(:func:`cstrace.protocols.etmv4.decoder.iter_stream_rows`).
 
 The stream is consumed block by block (``stream.blocks()``, through a
 :class:`~cstrace.capture.window.BlockWindow`), so memory stays flat however long
@@ -620,7 +627,7 @@ def read_address_short(
 ) -> tuple[Etmv4Packet, int] | None:
     """Target / source address, short (ETE D5.3): the low bits of the newest history entry.
 
-    (:func:`iter_packets` has an inlined copy.)
+    (``_Scanner.scan`` has an inlined copy.)
     """
     hdr = data[pos]
     cls, isa, _ = _SHORT[hdr]
@@ -641,7 +648,7 @@ def read_address_long(
     """Target / source address, 32-bit or 64-bit (ETE D5.3).
 
     A 32-bit address keeps the upper half of the newest history entry only in
-    an AArch64 context. (:func:`iter_packets` has an inlined copy.)
+    an AArch64 context. (``_Scanner.scan`` has an inlined copy.)
     """
     hdr = data[pos]
     cls, isa, wide = _LONG[hdr]
@@ -659,7 +666,7 @@ def read_address_match(
 ) -> tuple[Etmv4Packet, int] | None:
     """Target / source address exact match (ETE D5.3): history entry ``header & 3``.
 
-    (:func:`iter_packets` has an inlined copy.)
+    (``_Scanner.scan`` has an inlined copy.)
     """
     hdr = data[pos]
     index = hdr & 0x3
@@ -982,7 +989,7 @@ def read_atom(
 ) -> tuple[Etmv4Packet, int] | None:
     """Atom formats 1-6 (ETE D5.3): the header is the packet; see :data:`ATOMS`.
 
-    (:func:`iter_packets` has an inlined copy that reads a run of atoms at once.)
+    (The reader's loop, ``_Scanner.scan``, reads a run of atoms at once.)
     """
     fields = _ATOM_FIELDS[data[pos]]
     assert fields is not None
