@@ -5,15 +5,18 @@ Input: a snapshot of the reference corpus (by default ``bugfix-exact-match``,
 by default) the peak resident set size (``ru_maxrss``) and the CPU time of a
 fresh process that decodes a temporary copy of the snapshot whose trace buffer
 is the capture concatenated N times (formatter frames are self-contained, so
-the concatenation is a valid capture), in two modes:
+the concatenation is a valid capture), in three modes:
 
 - ``listing``: ``cstrace decode --format ocsd`` written to ``/dev/null``;
-- ``elements``: every source's generic elements, nothing rendered.
+- ``elements``: every source's generic elements as objects, nothing rendered;
+- ``null``: ``cstrace decode --format null --jobs 1`` (the element rows, the
+  way the command takes them; ``CSTRACE_PURE=1`` in the environment measures
+  the pure-Python mode).
 
 and the ratio of the largest N to N=1. Issue 3 asks for memory that stays flat:
 16 times the trace in no more than 1.5 times the memory.
 
-    python benchmarks/bench_memory.py [--times 1 16] [--mode listing elements]
+    python benchmarks/bench_memory.py [--times 1 16] [--mode listing elements null]
                                       [--snapshot PATH]
 """
 
@@ -32,7 +35,7 @@ from pathlib import Path
 _DEFAULT = (
     Path(__file__).resolve().parents[2] / "shared" / "corpus" / "snapshots" / "bugfix-exact-match"
 )
-MODES = ("listing", "elements")
+MODES = ("listing", "elements", "null")
 
 
 def repeated_snapshot(snapshot: Path, times: int, dest: Path) -> Path:
@@ -69,6 +72,10 @@ def _child(mode: str, snapshot: Path) -> None:
 
         status = cli_main(["decode", str(snapshot), "--format", "ocsd", "-o", os.devnull])
         count = status
+    elif mode == "null":
+        from cstrace.cli import main as cli_main
+
+        count = cli_main(["decode", str(snapshot), "--format", "null", "--jobs", "1"])
     else:
         from cstrace.decode import Session
         from cstrace.inputs import read_snapshot
