@@ -965,9 +965,12 @@ def _parallel(
     split_min = _split_min()
     wanted = args.format == "ocsd" or split_min is not None
     cut = wanted and args.format != "parquet" and not trace.has_exec_context
-    if not cut and (
-        len({tid for tid, _ in plan}) < 2 or len(_ids_with_data(trace, buffers, args)) < 2
-    ):
+
+    def one_busy_id() -> bool:
+        # (asked once at most: the second test is a pass over the capture)
+        return len({tid for tid, _ in plan}) < 2 or len(_ids_with_data(trace, buffers, args)) < 2
+
+    if not cut and one_busy_id():
         return None  # one trace ID with data, not cut: no pool to start
     # Imported only now: a serial decode does without multiprocessing.
     from cstrace.parallel import ParallelDecode, can_fork, lanes_of, split_plans
@@ -978,10 +981,8 @@ def _parallel(
     if cut:
         size = _SPLIT_MIN if split_min is None else split_min
         splits = split_plans(trace, buffers, _options(args), jobs, size)
-    if not splits and (
-        len({tid for tid, _ in plan}) < 2 or len(_ids_with_data(trace, buffers, args)) < 2
-    ):
-        return None
+        if not splits and one_busy_id():
+            return None  # nothing to cut after all, and one trace ID with data
     # None: two runs of one trace ID in a buffer would share a decoder; serial then.
     lanes = lanes_of(trace, buffers, _options(args))
     if lanes is None:

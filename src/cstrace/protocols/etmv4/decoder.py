@@ -676,11 +676,16 @@ class Etmv4Decoder(PacketSink):
         base = len(out)
         self.res_commit = n
         if self._atoms(n, bits, idx) < 0:
-            # a sequence error (reported; the decoder is reset): drop the packet's elements
-            del out[base:]
-            self._clip_log(base)
-            self._no_sync(None, K_ATOM, idx)
+            self._drop_atom_packet(base, idx)
         return True
+
+    def _drop_atom_packet(self, base: int, idx: int) -> None:
+        """After an atom packet (at ``idx``) met a sequence error, reported and having reset
+        the decoder: drop its elements (those in ``out`` from ``base`` on) and wait for
+        synchronisation."""
+        del self.out[base:]
+        self._clip_log(base)
+        self._no_sync(None, K_ATOM, idx)
 
     def _fast_ready(self) -> bool:
         """Whether atom packets can take the fast path now (in the decode state): no
@@ -1204,14 +1209,6 @@ class Etmv4Decoder(PacketSink):
         pop_pending = rs.pop_pending
         need = self.need_ctxt or self.need_addr
         base = 0  # (a run) the elements in out before the packet's
-        if data is not None:
-            f = _ATOM_FIELDS[data[i]]
-            assert f is not None  # (the reader gives atom headers only)
-            bits = f[2]
-            n = commit = f[3]
-            ix = off0 + i
-            self.last_idx = ix
-            base = len(out)
         # The block walked last, whose link to the next one is set once looked up,
         # and the block that link gave (None: look the next one up): from the last
         # call when the walk is where that call left it.
@@ -1224,6 +1221,15 @@ class Etmv4Decoder(PacketSink):
                 prev_taken = self.walk_prev_taken
                 nxt = self.walk_next
         while True:
+            if data is not None:
+                # (a run) the atom packet at data[i]
+                f = _ATOM_FIELDS[data[i]]
+                assert f is not None  # (the reader gives atom headers only)
+                bits = f[2]
+                n = commit = f[3]
+                ix = off0 + i
+                self.last_idx = ix
+                base = len(out)
             while n and commit:
                 n -= 1
                 commit -= 1
@@ -1237,9 +1243,7 @@ class Etmv4Decoder(PacketSink):
                         # (reported, and the decoder reset: nothing to write back)
                         if data is None:
                             return -1
-                        del out[base:]  # the packet's elements
-                        self._clip_log(base)
-                        self._no_sync(None, K_ATOM, ix)
+                        self._drop_atom_packet(base, ix)
                         return i + 1
                     pop_pending = False
                     addr = self.addr
@@ -1318,15 +1322,7 @@ class Etmv4Decoder(PacketSink):
                     out.append(AddrNacc(ix, addr, self.space))
             if data is None or i + 1 >= end:
                 break
-            # the next atom packet of the run
-            i += 1
-            f = _ATOM_FIELDS[data[i]]
-            assert f is not None
-            bits = f[2]
-            n = commit = f[3]
-            ix = off0 + i
-            self.last_idx = ix
-            base = len(out)
+            i += 1  # the next atom packet of the run
         self.addr = addr
         self.isa = isa
         self.it = it
