@@ -84,6 +84,8 @@ def test_decoder_cut_state_covers_every_attribute() -> None:
         before = dec.cut_state()
         if name == "rs":
             dec.rs.entries.append((0x1000, 0))
+        elif name == "lone":
+            dec.lone = (0x40, 0x1000, 0)  # a target address stacked alone
         elif name == "unsync_reason":
             dec.unsync_reason = changed(dec.unsync_reason)  # read while not synchronised
         else:
@@ -98,6 +100,30 @@ def test_decoder_cut_state_ignores_unsync_reason_when_synchronised() -> None:
     before = dec.cut_state()
     dec.unsync_reason = changed(dec.unsync_reason)
     assert dec.cut_state() == before
+
+
+def test_a_lone_target_address_compares_as_the_stack_entry_it_stands_for() -> None:
+    """A target address the fast path keeps out of the P0 stack's list (``lone``) is the
+    same cut state as that address on the stack, and the decoder is not settled."""
+    kept = decoder()
+    kept.state = 3  # decoding (the decoder's _DECODE)
+    kept.need_addr = kept.need_ctxt = False
+    assert kept.settled()
+    kept.lone = (0x40, 0x1000, 1)
+    assert not kept.settled()
+    stacked = decoder()
+    stacked.state = 3
+    stacked.need_addr = stacked.need_ctxt = False
+    stacked.lone = (0x40, 0x1000, 1)
+    stacked._unlone()
+    assert stacked.lone is None and len(stacked.stack) == 1
+    assert stacked.stack[0][2:5] == [0x40, 0x1000, 1]
+    assert kept.cut_state() == stacked.cut_state()
+    other = decoder()
+    other.state = 3
+    other.need_addr = other.need_ctxt = False
+    other.lone = (0x40, 0x1004, 1)
+    assert other.cut_state() != kept.cut_state()
 
 
 READER_CONFIG = {
@@ -116,11 +142,14 @@ READER_CONFIG = {
 
 def test_reader_cut_state_covers_every_slot() -> None:
     names = attributes(ReaderState(config())) - READER_CONFIG
-    assert {"hist", "cid", "ts", "cc_thr"} <= names
+    assert {"a0", "i1", "b2", "cid", "ts", "cc_thr"} <= names
     for name in sorted(names):
         st = ReaderState(config())
         before = st.cut_state()
-        setattr(st, name, changed(getattr(st, name)))
+        if name == "hist":  # the address history as entries: a view of a0..b2
+            st.hist = ((0x1000, 1, 32), *st.hist[1:])
+        else:
+            setattr(st, name, changed(getattr(st, name)))
         assert st.cut_state() != before, f"{name} is not in the reader's cut state"
 
 

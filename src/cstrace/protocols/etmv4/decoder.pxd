@@ -35,6 +35,7 @@ cdef class Etmv4Decoder(PacketSink):
     cdef public BlockCache walker
     cdef public object addr, last_cc, unsync_reason, space, cc_threshold
     cdef public list stack
+    cdef public tuple lone
     cdef public object last_idx, trace_id, handlers
     cdef public list log, blocks
     cdef public long long packets
@@ -93,8 +94,11 @@ cdef class Etmv4Decoder(PacketSink):
     @cython.locals(out=list, base=Py_ssize_t)
     cpdef bint _fast_atom(self, object idx, unsigned long long bits, long long n) except -1
 
-    @cython.locals(a=list, rs=_ReturnStack, stack=list)
+    @cython.locals(a=list, rs=_ReturnStack, stack=list, lone=tuple)
     cpdef bint _fast_ready(self) except -1
+
+    @cython.locals(lone=tuple)
+    cpdef void _unlone(self) except *
 
     @cython.locals(i=Py_ssize_t, off0=Py_ssize_t, f=tuple, fields=tuple, out=list, base=Py_ssize_t)
     cpdef void _atom_run(self, Py_ssize_t off, bytes data, Py_ssize_t pos, Py_ssize_t end) except *

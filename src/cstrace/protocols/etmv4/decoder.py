@@ -380,6 +380,11 @@ class Etmv4Decoder(PacketSink):
             UnsyncReason.RESET_DECODER if context.reset else UnsyncReason.INIT_DECODER
         )
         self.stack: list[list[Any]] = []
+        self.lone: tuple[int, int, int] | None = None
+        """A target address stacked alone, kept out of :attr:`stack` as (Idx, address,
+        ISA) while the stack is otherwise empty: the fast paths take one target address
+        and then atoms without a list entry (see :meth:`_target`). Anything else that
+        reads or pushes the stack puts it back there first (:meth:`_unlone`)."""
         self.out: list[Any] = []
         """Where the elements go, as element rows (cstrace.rows)."""
         self.trace_id = int(getattr(config, "trace_id", context.trace_id))
@@ -416,6 +421,7 @@ class Etmv4Decoder(PacketSink):
         self.elem_pending_addr = False
         self.prev_overflow = False
         self.stack.clear()
+        self.lone = None
         self.res_commit = 0
         self.res_cancel = 0
         self.res_mispredict = False
@@ -505,14 +511,31 @@ class Etmv4Decoder(PacketSink):
             self.last_cc,
             self.space,
             tuple(getattr(pe, name) for name in PEContextInfo.__slots__),
-            tuple(tuple(e) for e in self.stack),
+            self._stack_key(),
             (rs.active, tuple(rs.entries), rs.num, rs.pop_pending, rs.tinfo_wait),
         )
 
     def settled(self) -> bool:
         """Whether the decoder is synchronised with its address and context known and
         nothing stacked: what a decoder started at a cut waits for (:mod:`cstrace.split`)."""
-        return self.state == _DECODE and not (self.need_addr or self.need_ctxt or self.stack)
+        return self.state == _DECODE and not (
+            self.need_addr or self.need_ctxt or self.stack or self.lone is not None
+        )
+
+    def _stack_key(self) -> tuple[tuple[Any, ...], ...]:
+        """The P0 stack as :meth:`cut_state` compares it, :attr:`lone` in its place."""
+        key = tuple(tuple(e) for e in self.stack)
+        lone = self.lone
+        if lone is not None:
+            key = ((_ADDR, False, lone[0], lone[1], lone[2], 0), *key)
+        return key
+
+    def _unlone(self) -> None:
+        """Put :attr:`lone` back on the stack (before anything else reads or pushes it)."""
+        lone = self.lone
+        if lone is not None:
+            self.lone = None
+            self.stack.insert(0, [_ADDR, False, lone[0], lone[1], lone[2], 0])
 
     def _log(self, code: DiagCode, kind: DiagKind, detail: int = 0) -> None:
         """Report a diagnostic at the packet being decoded.
@@ -554,6 +577,8 @@ class Etmv4Decoder(PacketSink):
 
     def decode(self, pkt: Any) -> None:
         """Process one packet; append the elements it completed to ``out``."""
+        if self.lone is not None:
+            self._unlone()
         out = self.out
         base = len(out)
         if type(pkt) is NotSync_:
@@ -653,6 +678,17 @@ class Etmv4Decoder(PacketSink):
             self.stale = False
         idx = off
         self.last_idx = idx
+        if (
+            self.lone is None
+            and not self.stack
+            and not (self.spec_depth or self.elem_pending_addr)
+            and not (self.res_commit or self.res_cancel or self.res_mispredict or self.res_discard)
+        ):
+            # Alone on the stack, with nothing to resolve (_stacked would say so): kept
+            # out of the list until the next packet takes it.
+            self.lone = (idx, address, isa)
+            return True
+        self._unlone()
         out = self.out
         base = len(out)
         self.stack.append([_ADDR, False, idx, address, isa, 0])
@@ -693,17 +729,26 @@ class Etmv4Decoder(PacketSink):
         then taken (an atom packet would commit it first)."""
         if not self.fast_atoms or self.spec_depth:
             return False
-        stack = self.stack
-        if len(stack):
+        lone = self.lone
+        if lone is not None:
+            self.lone = None
+            address = lone[1]
+            isa = lone[2]
+        else:
+            stack = self.stack
+            if not stack:
+                return True
             if len(stack) != 1 or stack[0][_K] != _ADDR:
                 return False
             a = stack.pop()
-            rs = self.rs
-            rs.pop_pending = False
-            rs.tinfo_wait = False
-            self.addr = a[_A]
-            self.isa = _A64 if self.is_64bit else (_T32 if a[_B] else _A32)
-            self.need_addr = False
+            address = a[_A]
+            isa = a[_B]
+        rs = self.rs
+        rs.pop_pending = False
+        rs.tinfo_wait = False
+        self.addr = address
+        self.isa = _A64 if self.is_64bit else (_T32 if isa else _A32)
+        self.need_addr = False
         return True
 
     def _atom_run(self, off: int, data: bytes, pos: int, end: int) -> None:
@@ -763,6 +808,7 @@ class Etmv4Decoder(PacketSink):
         self.persist["etmv4"] = (self.pe, self.addr, self.isa, self.it, self.last_cc)
         if not self.context.complete:
             return
+        self._unlone()
         stack = self.stack
         while stack:
             e = stack[0]

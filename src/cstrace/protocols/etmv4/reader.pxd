@@ -14,7 +14,9 @@ cdef class ReaderState:
     cdef public object cc_mask, cc_thr, cid, cid_bytes, commit_opt1, ctx_valid, el
     cdef public object is_ete, m_type, max_spec, ns, nse, seen_trace_info, sf
     cdef public object ti_info, ts, ts_valid, vmid, vmid_bytes
-    cdef public tuple hist, kinds, readers
+    cdef public tuple kinds, readers
+    cdef public unsigned long long a0, a1, a2
+    cdef public int i0, i1, i2, b0, b1, b2
 
 
 cdef class PacketSink:
@@ -65,6 +67,9 @@ cdef class _Scanner:
         low=cython.ulonglong,
         mask=cython.ulonglong,
         prior=cython.ulonglong,
+        target=cython.ulonglong,
+        eisa=cython.int,
+        ebits=cython.int,
         b=cython.ulonglong,
         k=cython.int,
         atom_fields=tuple,

@@ -140,7 +140,6 @@ P = PacketType
 Entry: TypeAlias = tuple[int, int, int]
 """An address history entry: (address, instruction set bit, bits the packet gave)."""
 
-_NO_ADDRESS: Entry = (0, 0, 0)
 _MASK64 = (1 << 64) - 1
 _RAW1 = tuple(bytes((b,)) for b in range(256))
 
@@ -155,6 +154,12 @@ class ReaderState:
     """
 
     __slots__ = (
+        "a0",
+        "a1",
+        "a2",
+        "b0",
+        "b1",
+        "b2",
         "cc_mask",
         "cc_thr",
         "cid",
@@ -162,7 +167,9 @@ class ReaderState:
         "commit_opt1",
         "ctx_valid",
         "el",
-        "hist",
+        "i0",
+        "i1",
+        "i2",
         "is_ete",
         "kinds",
         "m_type",
@@ -190,8 +197,12 @@ class ReaderState:
         self.vmid_bytes = config.vmid_size // 8
         self.cid_bytes = config.cid_size // 8
         # from the packets read so far
-        self.hist: tuple[Entry, Entry, Entry] = (_NO_ADDRESS, _NO_ADDRESS, _NO_ADDRESS)
-        """Address history, newest first."""
+        # The address history, newest first: entry k is (ak, ik, bk), the address, its
+        # instruction set bit and the bits the packet gave (see hist). Plain integers,
+        # C integers when compiled: an address packet allocates nothing for the history.
+        self.a0 = self.a1 = self.a2 = 0
+        self.i0 = self.i1 = self.i2 = 0
+        self.b0 = self.b1 = self.b2 = 0
         self.ctx_valid = False
         self.el = 0
         self.sf = self.ns = self.nse = False
@@ -203,6 +214,21 @@ class ReaderState:
         """INFO section of the last trace info that had one."""
         self.cc_thr = 0
         """Cycle count threshold of the last trace info (added to every cycle count)."""
+
+    @property
+    def hist(self) -> tuple[Entry, Entry, Entry]:
+        """The address history, newest first, as three entries."""
+        return (
+            (self.a0, self.i0, self.b0),
+            (self.a1, self.i1, self.b1),
+            (self.a2, self.i2, self.b2),
+        )
+
+    @hist.setter
+    def hist(self, entries: tuple[Entry, Entry, Entry]) -> None:
+        (self.a0, self.i0, self.b0), (self.a1, self.i1, self.b1), (self.a2, self.i2, self.b2) = (
+            entries
+        )
 
     def cut_state(self) -> tuple[object, ...]:
         """What packets carry over to later ones, as one comparable value.
@@ -329,21 +355,38 @@ def _short_address(data: bytes, p: int, isa: int) -> tuple[int, int]:
 def _update_32(st: ReaderState, value: int) -> int:
     """The address after a 32-bit address field: the upper half is kept only in AArch64 (SF)."""
     if st.ctx_valid and st.sf:
-        return (st.hist[0][0] & ~0xFFFFFFFF) | value
+        return (st.a0 & ~0xFFFFFFFF) | value
     return value
 
 
-def _push(st: ReaderState, entry: Entry) -> None:
-    """Put a new address at the front of the history (the oldest entry drops out)."""
-    e0, e1, _ = st.hist
-    st.hist = (entry, e0, e1)
+def _push(st: ReaderState, address: int, isa: int, bits: int) -> None:
+    """Put a new address at the front of the history (the oldest entry drops out).
+
+    (``_Scanner.scan`` has an inlined copy.)
+    """
+    st.a2 = st.a1
+    st.i2 = st.i1
+    st.b2 = st.b1
+    st.a1 = st.a0
+    st.i1 = st.i0
+    st.b1 = st.b0
+    st.a0 = address
+    st.i0 = isa
+    st.b0 = bits
 
 
 def _match(st: ReaderState, index: int) -> Entry:
-    """An exact match: history entry ``index`` is copied to the front (``[e_idx, e0, e1]``)."""
-    hist = st.hist
-    entry = hist[index]
-    st.hist = (entry, hist[0], hist[1])
+    """An exact match: history entry ``index`` is copied to the front (``[e_idx, e0, e1]``).
+
+    (``_Scanner.scan`` has an inlined copy.)
+    """
+    if index == 0:
+        entry = (st.a0, st.i0, st.b0)
+    elif index == 1:
+        entry = (st.a1, st.i1, st.b1)
+    else:
+        entry = (st.a2, st.i2, st.b2)
+    _push(st, *entry)
     return entry
 
 
@@ -568,7 +611,7 @@ def read_exception(
         fault = bool((c2 >> 5) & 0x1)
     kind = st.kinds[data[pos]]
     if st.is_ete and etype in (0x0, 0x18):
-        _push(st, (0, 0, 64))
+        _push(st, 0, 0, 64)
         kind = P.TRANS_FAIL if etype == 0x18 else P.PE_RESET
     return Exception_(off, data[pos:after], kind, etype, interp, fault, st.m_type), after
 
@@ -637,8 +680,8 @@ def read_address_short(
     if after > end:
         return None
     value, nbits = _short_address(data, pos + 1, isa)
-    address = (st.hist[0][0] & ~((1 << nbits) - 1)) | value
-    _push(st, (address, isa, nbits))
+    address = (st.a0 & ~((1 << nbits) - 1)) | value
+    _push(st, address, isa, nbits)
     return cls(off, data[pos:after], st.kinds[hdr], address, isa, nbits), after
 
 
@@ -657,7 +700,7 @@ def read_address_long(
         return None
     value = _long_address(data, pos + 1, isa, wide)
     address, bits = (value, 64) if wide else (_update_32(st, value), 32)
-    _push(st, (address, isa, bits))
+    _push(st, address, isa, bits)
     return cls(off, data[pos:after], st.kinds[hdr], address, isa, bits), after
 
 
@@ -701,7 +744,7 @@ def read_address_context(
         return None
     value = _long_address(data, pos + 1, isa, wide)
     address, bits = (value, 64) if wide else (_update_32(st, value), 32)
-    _push(st, (address, isa, bits))
+    _push(st, address, isa, bits)
     _set_context(st, data, q + 1, info, nv, nc)
     ctx = (st.el, st.sf, st.ns, st.nse, st.cid, st.vmid, nc > 0, nv > 0)
     return AddressContext(off, data[pos:after], st.kinds[hdr], address, isa, bits, *ctx), after
@@ -756,13 +799,15 @@ def read_q(
     elif nab == 2:
         size = 2 if data[q] & 0x80 else 1
         value, nbits = _short_address(data, q, isa)
-        _push(st, ((st.hist[0][0] & ~((1 << nbits) - 1)) | value, isa, nbits))
+        _push(st, (st.a0 & ~((1 << nbits) - 1)) | value, isa, nbits)
         q += size
     elif nab == 4:
-        _push(st, (_update_32(st, _long_address(data, q, isa, False)), isa, 32))
+        _push(st, _update_32(st, _long_address(data, q, isa, False)), isa, 32)
         q += 4
     count = None if qtype == 0xF else _cont_field(data, q, after, 5)[0]
-    address, isa, bits = st.hist[0]
+    address = st.a0
+    isa = st.i0
+    bits = st.b0
     has_address = match or nab > 0
     index = qtype if match else 0
     pkt = Q(off, data[pos:after], qtype, count, has_address, match, index, address, isa, bits)
@@ -1681,16 +1726,14 @@ class _Scanner:
                         nbits += 8
                         q += 1
                     mask = (1 << nbits) - 1
-                    e0, e1, _ = st.hist
-                    prior = e0[0]
-                    address = (prior & ~mask) | (low & mask)
+                    prior = st.a0
+                    target = (prior & ~mask) | (low & mask)
                 elif reader is read_address_long:
                     cls, isa, wide = long_fields[hdr]
                     q = pos + (9 if wide else 5)
                     if q > n:
                         self.cut = True
                         return pos
-                    e0, e1, _ = st.hist
                     # _long_address, inlined: each byte goes to a 64-bit local first, so
                     # that compiled, the shifts are on 64-bit C integers, never a C int
                     b = data[pos + 1]
@@ -1709,15 +1752,35 @@ class _Scanner:
                     else:
                         if st.ctx_valid and st.sf:
                             mask = 0xFFFFFFFF
-                            prior = e0[0]
+                            prior = st.a0
                             low |= prior & ~mask
                         nbits = 32
-                    address = low
+                    target = low
                 elif reader is read_address_match:
                     index = hdr & 0x3
-                    hist = st.hist
-                    entry = hist[index]
-                    st.hist = (entry, hist[0], hist[1])
+                    # _match, inlined: entry ``index`` to the front of the history
+                    if index == 0:
+                        target = st.a0
+                        eisa = st.i0
+                        ebits = st.b0
+                    elif index == 1:
+                        target = st.a1
+                        eisa = st.i1
+                        ebits = st.b1
+                    else:
+                        target = st.a2
+                        eisa = st.i2
+                        ebits = st.b2
+                    st.a2 = st.a1
+                    st.i2 = st.i1
+                    st.b2 = st.b1
+                    st.a1 = st.a0
+                    st.i1 = st.i0
+                    st.b1 = st.b0
+                    st.a0 = target
+                    st.i0 = eisa
+                    st.b0 = ebits
+                    entry = (target, eisa, ebits)
                     if hdr < 0xB0:
                         sink.match(off, hdr, kinds[hdr], entry)
                     else:
@@ -1737,8 +1800,17 @@ class _Scanner:
                     sink.packet(got[0])
                     q = got[1]
                 if cls is not None:
-                    # a short or long address
-                    st.hist = ((address, isa, nbits), e0, e1)
+                    # a short or long address: _push, inlined
+                    st.a2 = st.a1
+                    st.i2 = st.i1
+                    st.b2 = st.b1
+                    st.a1 = st.a0
+                    st.i1 = st.i0
+                    st.b1 = st.b0
+                    st.a0 = target
+                    st.i0 = isa
+                    st.b0 = nbits
+                    address = target
                     if cls is Address:
                         sink.address(off, data, pos, q, kinds[hdr], address, isa, nbits)
                     else:
