@@ -31,12 +31,12 @@ from cstrace.capture.lazy import LazyStream, scan_frames
 from cstrace.elements import Element
 from cstrace.errors import CstraceError, Issue, IssueKind, Severity
 from cstrace.memory.build import CodeMemories
-from cstrace.memory.locate import ImageLocator
 from cstrace.protocols import DecodeContext, DecodeOptions, Packet, ProtocolSpec, get_protocol
 from cstrace.trace import Buffer, Source, Trace
 
 if TYPE_CHECKING:
     from cstrace.batch import ElementBatch
+    from cstrace.memory.locate import ImageLocator
 
 __all__ = ["LAZY_FORMATS", "BufferDecode", "RunWatch", "Session", "SourceRun", "watching"]
 

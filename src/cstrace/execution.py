@@ -28,13 +28,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cstrace.decode import Session, SourceRun, element_lists
 from cstrace.elements import AddrNacc, Element, PEContext, Timestamp
-from cstrace.memory.locate import ImageLocator
 from cstrace.protocols import Packet
 from cstrace.trace import ExecContext
+
+if TYPE_CHECKING:
+    from cstrace.memory.locate import ImageLocator
 
 __all__ = ["ContextTracker", "tracker_for", "with_context"]
 

@@ -35,13 +35,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from cstrace.elements import MemSpace
 from cstrace.errors import InputError, Issue
-from cstrace.memory.binaries import BinaryResolver
-from cstrace.memory.clock import CounterClock
-from cstrace.memory.events import EventLog
+
+if TYPE_CHECKING:  # (what a recording or an event log adds: loaded by the inputs that have it)
+    from cstrace.memory.binaries import BinaryResolver
+    from cstrace.memory.clock import CounterClock
+    from cstrace.memory.events import EventLog
 
 __all__ = [
     "Blob",

@@ -76,6 +76,12 @@ NOT_FOR_A_SNAPSHOT_DECODE = (
     "cstrace.inputs.perfdata.adapter",
     "cstrace.inputs.perfdata.records",
     "cstrace.inputs.zipfiles",
+    "cstrace.memory.binaries",
+    "cstrace.memory.clock",
+    "cstrace.memory.elf",
+    "cstrace.memory.events",
+    "cstrace.memory.locate",
+    "cstrace.memory.spaces",
     "cstrace.fleet",
     "cstrace.parquet",
     "cstrace.protocols.ptm",
@@ -84,8 +90,9 @@ NOT_FOR_A_SNAPSHOT_DECODE = (
     "cstrace.viewer",
     "zipfile",
 )
-"""What ``cstrace decode SNAPSHOT --format null --jobs 1`` (an ETMv4 snapshot folder) has no
-use for; with ``--no-summary``, ``cstrace.render`` neither."""
+"""What ``cstrace decode SNAPSHOT --format null --jobs 1`` (an ETMv4 snapshot folder of
+memory dumps: no ELF image, no event log) has no use for; with ``--no-summary``,
+``cstrace.render`` neither."""
 
 LAZY_PACKAGES = ("cstrace", "cstrace.analyses", "cstrace.inputs", "cstrace.inputs.perfdata")
 

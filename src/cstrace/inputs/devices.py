@@ -14,15 +14,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 from cstrace.errors import Issue, IssueKind, Severity, SnapshotError
 from cstrace.inputs.files import FileTree, TreeBlob, safe_relative
-from cstrace.memory.clock import CounterClock
-from cstrace.memory.events import EventLog
 from cstrace.memory.image import mem_space_from_name
 from cstrace.parsing import parse_int
 from cstrace.protocols import protocol_name
 from cstrace.trace import Blob, Buffer, Dump, ExecContext, Image, Origin, Source, Trace
+
+if TYPE_CHECKING:
+    from cstrace.memory.clock import CounterClock
+    from cstrace.memory.events import EventLog
 
 __all__ = [
     "Device",

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from cstrace.errors import SnapshotError
 from cstrace.inputs.files import PathBlob
-from cstrace.memory.events import CONTEXTIDR_MODES, parse_event_log
 from cstrace.parsing import parse_int
 from cstrace.trace import Dump, Image, Origin, Trace
 
@@ -77,6 +76,8 @@ def add_extras(trace: Trace, extras: Extras) -> Trace:
     """``trace`` with the images, memory and event log of ``extras`` added."""
     if not extras:
         return trace
+    from cstrace.memory.events import CONTEXTIDR_MODES, parse_event_log
+
     images = list(trace.images)
     for text in extras.images:
         name, base = split_at(text, "image")

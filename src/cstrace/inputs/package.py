@@ -41,14 +41,14 @@ from cstrace.inputs.metadata import (
     trace_id_register,
 )
 from cstrace.inputs.snapshot import load_snapshot
-from cstrace.memory.clock import CounterClock
-from cstrace.memory.events import CONTEXTIDR_MODES, EventLog, TraceEvent, parse_event_log
 from cstrace.memory.image import mem_space_from_name
 from cstrace.parsing import parse_int
 from cstrace.trace import ExecContext, Image, Origin, Trace
 
 if TYPE_CHECKING:
     from cstrace.inputs.zipfiles import Limits
+    from cstrace.memory.clock import CounterClock
+    from cstrace.memory.events import EventLog
 
 __all__ = [
     "CONTENTS",
@@ -161,6 +161,8 @@ def _define_trace_sources(
 
     Returns (new device, name of the source it was derived from).
     """
+    from cstrace.memory.events import TraceEvent
+
     out: list[tuple[Device, str]] = []
     for e in events.events:
         if not isinstance(e, TraceEvent) or e.state == e.state.END:
@@ -467,12 +469,16 @@ def load_package(tree: FileTree, top: PurePosixPath | None = None) -> Package:
             raise SnapshotError(
                 f"event log {ev_entry.value!r} not found", path=ini.path, line=ev_entry.line
             )
+        from cstrace.memory.events import parse_event_log
+
         events = parse_event_log(tree.read_bytes(rel), tree.display(rel))
     for holder in (trace, ev_sec):
         if holder is None:
             continue
         ce = holder.entry("contextidr")
         if ce is not None:
+            from cstrace.memory.events import CONTEXTIDR_MODES
+
             contextidr = ce.value.strip().lower()
             if contextidr not in CONTEXTIDR_MODES:
                 raise SnapshotError(
@@ -484,6 +490,8 @@ def load_package(tree: FileTree, top: PurePosixPath | None = None) -> Package:
     clock: CounterClock | None = None
     mult = _int_item(trace, "clock_mult", ini)
     if mult is not None:
+        from cstrace.memory.clock import CounterClock
+
         clock = CounterClock(
             _int_item(trace, "clock_shift", ini) or 0,
             mult,

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cstrace.inputs.files import PathBlob
-from cstrace.memory.events import ProcessEvent
 from cstrace.trace import Image, Origin, Trace
 
 __all__ = [
@@ -314,6 +313,8 @@ def add_found_images(trace: Trace, paths: SymbolPaths) -> Trace:
     events = trace.events
     if events is None or not paths:
         return trace
+    from cstrace.memory.events import ProcessEvent
+
     have_names = set()
     have_ids = set()
     for image in trace.images:

@@ -28,15 +28,19 @@ input adapters report those when they read the trace's description.
 from __future__ import annotations
 
 from functools import partial
+from typing import TYPE_CHECKING
 
 from cstrace.errors import Issue, IssueKind, Severity
 from cstrace.memory.code import CodeMemory
-from cstrace.memory.elf import ElfImage, format_uuid, load_elf, uuid_matches
-from cstrace.memory.events import PatchEvent, ProcessEvent
 from cstrace.memory.image import MemoryMap, MemoryRegion
-from cstrace.memory.locate import GlobalImage, ImageLocator
-from cstrace.memory.spaces import AddressSpaces, StaticMapping, flatten_regions
 from cstrace.trace import Dump, Image, Source, Trace
+
+# ELF images, event logs and per-process address spaces are loaded by the inputs
+# that have them: a snapshot of memory dumps decodes without them.
+if TYPE_CHECKING:
+    from cstrace.memory.elf import ElfImage
+    from cstrace.memory.locate import ImageLocator
+    from cstrace.memory.spaces import AddressSpaces
 
 __all__ = ["CodeMemories"]
 
@@ -102,6 +106,8 @@ class CodeMemories:
         """The contents of ``image``: an ELF image, or raw bytes for any other file (cached)."""
         got = self._loaded.get(image.file.name)
         if got is None:
+            from cstrace.memory.elf import ElfImage, format_uuid, load_elf, uuid_matches
+
             data = image.file.read()
             got = load_elf(data, image.file.name) if data[:4] == b"\x7fELF" else data
             if isinstance(got, ElfImage) and image.uuid and not uuid_matches(image.uuid, got.uuid):
@@ -119,6 +125,9 @@ class CodeMemories:
         events = self.trace.events
         if events is None:
             return False
+        from cstrace.memory.elf import uuid_matches
+        from cstrace.memory.events import PatchEvent, ProcessEvent
+
         base_name = image.file.name.replace("\\", "/").rsplit("/", 1)[-1]
         names = {image.name, image.file.name, base_name}
         for e in events.events:
@@ -138,6 +147,8 @@ class CodeMemories:
         self, name: str | None, uuid: str | None, where: str, line: int
     ) -> ElfImage | bytes | None:
         """The image an event names, by build ID, then by name or file name, then in the input."""
+        from cstrace.memory.elf import ElfImage, uuid_matches
+
         images = self.trace.images
         if uuid:
             for image in images:
@@ -178,7 +189,7 @@ class CodeMemories:
         if got is None:
             got = self._build(core)
             self._spaces[key] = got
-        if not isinstance(got, AddressSpaces):
+        if isinstance(got, MemoryMap):
             return got
         cursor = got.cursor()
         if time is not None:
@@ -197,6 +208,9 @@ class CodeMemories:
     def locator(self) -> ImageLocator:
         """Which image (and file offset) holds an address of a process (built once)."""
         if self._locator is None:
+            from cstrace.memory.locate import GlobalImage, ImageLocator
+            from cstrace.memory.spaces import StaticMapping
+
             trace = self.trace
             per_process = [
                 StaticMapping(i.pid, i.base, i.name or i.file.name, i.uuid)
@@ -226,6 +240,9 @@ class CodeMemories:
         per_process = [i for i in images if i.pid is not None]
         if not global_images and not per_process and trace.events is None:
             return static
+        from cstrace.memory.elf import ElfImage
+        from cstrace.memory.spaces import AddressSpaces, StaticMapping, flatten_regions
+
         base = static
         if global_images:
             pieces = list(static.regions)
