@@ -77,18 +77,25 @@ class DirTree:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._real_root = Path(os.path.realpath(root))
+        self._reals: dict[str, Path] = {}
+        """Each file's checked real path, resolved once (a snapshot names the same memory
+        files for every core, and a capture is read block by block)."""
 
     def display(self, rel: PurePosixPath | str) -> str:
         """How to name this file in messages."""
         return str(self.root / str(rel))
 
     def _real(self, rel: PurePosixPath) -> Path:
-        real = Path(os.path.realpath(self.root / str(rel)))
-        if real != self._real_root and self._real_root not in real.parents:
-            raise SnapshotError(
-                "path leads outside the snapshot folder (through a link); refused",
-                path=self.display(rel),
-            )
+        key = str(rel)
+        real = self._reals.get(key)
+        if real is None:
+            real = Path(os.path.realpath(self.root / key))
+            if real != self._real_root and self._real_root not in real.parents:
+                raise SnapshotError(
+                    "path leads outside the snapshot folder (through a link); refused",
+                    path=self.display(rel),
+                )
+            self._reals[key] = real
         return real
 
     def exists(self, rel: PurePosixPath) -> bool:

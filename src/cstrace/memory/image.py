@@ -92,7 +92,10 @@ class MemoryMap:
         self.rejected: list[MemoryRegion] = []
         """Regions not mapped because they overlap an earlier one (as the reference does)."""
         self.generation = 0
-        self._last: MemoryRegion | None = None
+        self._spans: list[tuple[int, int, int, MemoryRegion]] = []
+        """(start, end, space bits, region) of each region, in order: what :meth:`find` reads
+        (plain integers, not the region's attributes and its ``end`` property)."""
+        self._last: tuple[int, int, int, MemoryRegion] | None = None
         for r in regions or []:
             self.add(r)
 
@@ -106,20 +109,21 @@ class MemoryMap:
                 self.rejected.append(region)
                 return False
         self.regions.append(region)
+        self._spans.append((region.start, region.end, space, region))
         self._last = None
         self.generation += 1
         return True
 
     def find(self, address: int, space: MemSpace | int = MemSpace.ANY) -> MemoryRegion | None:
         """The region holding ``address`` in a space overlapping ``space``, if any."""
-        last = self._last
         sp = int(space)
-        if last is not None and last.start <= address < last.end and (int(last.space) & sp):
-            return last
-        for r in self.regions:
-            if r.start <= address < r.end and (int(r.space) & sp):
-                self._last = r
-                return r
+        last = self._last
+        if last is not None and last[0] <= address < last[1] and last[2] & sp:
+            return last[3]
+        for span in self._spans:
+            if span[0] <= address < span[1] and span[2] & sp:
+                self._last = span
+                return span[3]
         return None
 
     def read(self, address: int, size: int, space: MemSpace | int = MemSpace.ANY) -> bytes:
