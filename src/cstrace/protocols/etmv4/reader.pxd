@@ -19,6 +19,13 @@ cdef class ReaderState:
     cdef public int i0, i1, i2, b0, b1, b2
 
 
+# The address history's updates: C functions, which the scanner calls directly.
+cpdef void _push(ReaderState st, unsigned long long address, int isa, int bits) noexcept
+
+@cython.locals(address=cython.ulonglong, isa=cython.int, bits=cython.int)
+cpdef tuple _match(ReaderState st, int index)
+
+
 cdef class PacketSink:
     cdef public list out
     cdef public bint group_atoms
@@ -68,8 +75,6 @@ cdef class _Scanner:
         mask=cython.ulonglong,
         prior=cython.ulonglong,
         target=cython.ulonglong,
-        eisa=cython.int,
-        ebits=cython.int,
         b=cython.ulonglong,
         k=cython.int,
         atom_fields=tuple,

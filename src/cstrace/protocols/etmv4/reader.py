@@ -362,7 +362,7 @@ def _update_32(st: ReaderState, value: int) -> int:
 def _push(st: ReaderState, address: int, isa: int, bits: int) -> None:
     """Put a new address at the front of the history (the oldest entry drops out).
 
-    (``_Scanner.scan`` has an inlined copy.)
+    Compiled, a C function (``reader.pxd``), which the scanner calls as such.
     """
     st.a2 = st.a1
     st.i2 = st.i1
@@ -378,16 +378,16 @@ def _push(st: ReaderState, address: int, isa: int, bits: int) -> None:
 def _match(st: ReaderState, index: int) -> Entry:
     """An exact match: history entry ``index`` is copied to the front (``[e_idx, e0, e1]``).
 
-    (``_Scanner.scan`` has an inlined copy.)
+    Compiled, a C function (``reader.pxd``), which the scanner calls as such.
     """
     if index == 0:
-        entry = (st.a0, st.i0, st.b0)
+        address, isa, bits = st.a0, st.i0, st.b0
     elif index == 1:
-        entry = (st.a1, st.i1, st.b1)
+        address, isa, bits = st.a1, st.i1, st.b1
     else:
-        entry = (st.a2, st.i2, st.b2)
-    _push(st, *entry)
-    return entry
+        address, isa, bits = st.a2, st.i2, st.b2
+    _push(st, address, isa, bits)
+    return (address, isa, bits)
 
 
 def _set_context(st: ReaderState, data: bytes, q: int, info: int, nv: int, nc: int) -> None:
@@ -1758,29 +1758,7 @@ class _Scanner:
                     target = low
                 elif reader is read_address_match:
                     index = hdr & 0x3
-                    # _match, inlined: entry ``index`` to the front of the history
-                    if index == 0:
-                        target = st.a0
-                        eisa = st.i0
-                        ebits = st.b0
-                    elif index == 1:
-                        target = st.a1
-                        eisa = st.i1
-                        ebits = st.b1
-                    else:
-                        target = st.a2
-                        eisa = st.i2
-                        ebits = st.b2
-                    st.a2 = st.a1
-                    st.i2 = st.i1
-                    st.b2 = st.b1
-                    st.a1 = st.a0
-                    st.i1 = st.i0
-                    st.b1 = st.b0
-                    st.a0 = target
-                    st.i0 = eisa
-                    st.b0 = ebits
-                    entry = (target, eisa, ebits)
+                    entry = _match(st, index)
                     if hdr < 0xB0:
                         sink.match(off, hdr, kinds[hdr], entry)
                     else:
@@ -1800,16 +1778,8 @@ class _Scanner:
                     sink.packet(got[0])
                     q = got[1]
                 if cls is not None:
-                    # a short or long address: _push, inlined
-                    st.a2 = st.a1
-                    st.i2 = st.i1
-                    st.b2 = st.b1
-                    st.a1 = st.a0
-                    st.i1 = st.i0
-                    st.b1 = st.b0
-                    st.a0 = target
-                    st.i0 = isa
-                    st.b0 = nbits
+                    # a short or long address
+                    _push(st, target, isa, nbits)
                     address = target
                     if cls is Address:
                         sink.address(off, data, pos, q, kinds[hdr], address, isa, nbits)
