@@ -173,9 +173,9 @@ class _Templates:
             table[new] = np.arange(first + 1, first + 1 + len(new))
             self._add(new)
             tids = table[keys]
-        got = tids.astype(np.intp)
-        got -= 1
-        return got
+        numbers = tids.astype(np.intp)
+        numbers -= 1  # (the table holds template numbers plus one)
+        return numbers
 
 
 _TEMPLATES = _Templates()

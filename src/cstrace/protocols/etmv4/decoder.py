@@ -522,20 +522,22 @@ class Etmv4Decoder(PacketSink):
             self.need_addr or self.need_ctxt or self.stack or self.lone is not None
         )
 
+    def _lone_entry(self, lone: tuple[int, int, int]) -> list[Any]:
+        """The stack entry that :attr:`lone` (given) stands for."""
+        return [_ADDR, False, lone[0], lone[1], lone[2], 0]
+
     def _stack_key(self) -> tuple[tuple[Any, ...], ...]:
         """The P0 stack as :meth:`cut_state` compares it, :attr:`lone` in its place."""
-        key = tuple(tuple(e) for e in self.stack)
         lone = self.lone
-        if lone is not None:
-            key = ((_ADDR, False, lone[0], lone[1], lone[2], 0), *key)
-        return key
+        stack = self.stack if lone is None else [self._lone_entry(lone), *self.stack]
+        return tuple(tuple(e) for e in stack)
 
     def _unlone(self) -> None:
         """Put :attr:`lone` back on the stack (before anything else reads or pushes it)."""
         lone = self.lone
         if lone is not None:
             self.lone = None
-            self.stack.insert(0, [_ADDR, False, lone[0], lone[1], lone[2], 0])
+            self.stack.insert(0, self._lone_entry(lone))
 
     def _log(self, code: DiagCode, kind: DiagKind, detail: int = 0) -> None:
         """Report a diagnostic at the packet being decoded.
