@@ -352,7 +352,8 @@ def test_perf_script_lines_are_perfs() -> None:
         f" PERF_RECORD_MMAP2 0/0: [{BASE:#x}({len(CODE):#x}) @ 0x1000 00:00 0 0]: "
         "r-xp /data/local/tmp/prog"
     )
-    assert lines[1] == "          400010 0x400008/0x400000/P/-/-/0 0x400004/0x40000c/P/-/-/0"
+    # As perf 6.1 prints them: a space, the address in 16 columns, each branch "/"-ended.
+    assert lines[1] == ("           400010 0x400008/0x400000/P/-/-/0/  0x400004/0x40000c/P/-/-/0/ ")
 
 
 def test_branch_samples_are_taken_every_period_and_at_gaps() -> None:

@@ -178,9 +178,10 @@ class Profile:
 
 
 # One link between a range and what followed it, in run-time addresses.
-# (trace ID, context ID, ISA, start, end, last size, how it ends, exception after it,
-#  next start or _NO_NEXT, context ID of the next range, start of its fall-through run)
-_Link = tuple[int, int | None, int, int, int, int, int, bool, int, int | None, int]
+# (trace ID, event-log time of the range, context ID, ISA, start, end, last size, how it
+#  ends, exception after it, next start or _NO_NEXT, context ID of the next range, start of
+#  its fall-through run)
+_Link = tuple[int, int | None, int | None, int, int, int, int, int, bool, int, int | None, int]
 
 
 class _Track:
@@ -190,7 +191,8 @@ class _Track:
 
     def __init__(self) -> None:
         self.ctx: int | None = None
-        self.prev: tuple[int | None, int, int, int, int, int] | None = None
+        # (time, context, isa, start, end, last size, how it ends)
+        self.prev: tuple[int | None, int | None, int, int, int, int, int] | None = None
         self.exc = False
         self.chain = 0
 
@@ -207,7 +209,9 @@ class ProfileCounter:
     Feed each trace source's elements in decode order with :meth:`feed` (or
     :meth:`feed_batch`); several calls for one trace ID continue its stream.
     :meth:`profile` resolves the counts through ``resolver`` into a
-    :class:`Profile`.
+    :class:`Profile`, each range in the binaries mapped at the event-log time
+    it was fed with (a recording's buffer time: after an exec, the new
+    program's; None: as the resolver sees a trace without time).
     """
 
     def __init__(self, resolver: BinaryResolver) -> None:
@@ -221,8 +225,9 @@ class ProfileCounter:
             track = self._tracks[trace_id] = _Track()
         return track
 
-    def feed(self, trace_id: int, elements: Iterable[Element]) -> None:
-        """Count the elements of the source ``trace_id`` (continuing its earlier ones)."""
+    def feed(self, trace_id: int, elements: Iterable[Element], time: int | None = None) -> None:
+        """Count the elements of the source ``trace_id`` (continuing its earlier ones), which
+        ran at event-log ``time`` (the time of their buffer, if the input gives one)."""
         track = self._track(trace_id)
         links = self._links
         ctx = track.ctx
@@ -236,12 +241,12 @@ class ProfileCounter:
                 start = elem.start
                 if prev is not None:
                     links[(trace_id, *prev, exc, start, ctx, chain)] += 1
-                    # prev: (context, isa, start, end, last size, how it ends)
-                    if exc or prev[5] != _FALLS or prev[3] != start:
+                    # prev: (time, context, isa, start, end, last size, how it ends)
+                    if exc or prev[6] != _FALLS or prev[4] != start:
                         chain = start
                 else:
                     chain = start
-                prev = (ctx, int(elem.isa), start, elem.end, elem.last_size, _ends(elem))
+                prev = (time, ctx, int(elem.isa), start, elem.end, elem.last_size, _ends(elem))
                 exc = False
             elif kind is PEContext:
                 assert isinstance(elem, PEContext)
@@ -282,18 +287,22 @@ class ProfileCounter:
 def _resolve(links: Counter[_Link], resolver: BinaryResolver) -> Profile:
     """Turn aggregated links into per-binary counts in link-time addresses."""
     out = Profile()
-    cache: dict[tuple[int, int | None, int], Mapping | None] = {}
+    cache: dict[tuple[int, int | None, int, int | None], Mapping | None] = {}
 
-    def find(address: int, ctx: int | None, trace_id: int) -> Mapping | None:
-        key = (address, ctx, trace_id)
+    def find(address: int, ctx: int | None, trace_id: int, time: int | None) -> Mapping | None:
+        key = (address, ctx, trace_id, time)
         if key in cache:
             return cache[key]
-        got = cache[key] = resolver.find(address, ctx, trace_id)
+        if time is None:
+            got = resolver.find(address, ctx, trace_id)  # (resolvers without time)
+        else:
+            got = resolver.find(address, ctx, trace_id, time)
+        cache[key] = got
         return got
 
     for link, count in links.items():
-        trace_id, ctx, isa, start, end, size, ends, exc, nxt, nctx, chain = link
-        m = find(start, ctx, trace_id)
+        trace_id, time, ctx, isa, start, end, size, ends, exc, nxt, nctx, chain = link
+        m = find(start, ctx, trace_id, time)
         if m is None:
             out.unmapped += count
             continue
@@ -302,7 +311,7 @@ def _resolve(links: Counter[_Link], resolver: BinaryResolver) -> Profile:
         b_start = m.binary_address(start)
         b_last = m.binary_address(last)
         prof.ranges[(b_start, b_last)] += count
-        nm = find(nxt, nctx, trace_id) if nxt != _NO_NEXT else None
+        nm = find(nxt, nctx, trace_id, time) if nxt != _NO_NEXT else None
         # simpleperf's branches
         if ends == _DIRECT:
             if nm is not None:
@@ -322,7 +331,7 @@ def _resolve(links: Counter[_Link], resolver: BinaryResolver) -> Profile:
                 out.external[key] += count
                 out.binary(nm.binary)
         if taken or nxt == _NO_NEXT or nxt != end:
-            cm = m if chain in m else find(chain, ctx, trace_id)
+            cm = m if chain in m else find(chain, ctx, trace_id, time)
             if cm is not None and cm.binary is m.binary:
                 prof.fallthroughs[(cm.binary_address(chain), b_last)] += count
     return out
@@ -551,5 +560,5 @@ def profile_trace(
     session = Session(trace, options)
     counter = ProfileCounter(resolver if resolver is not None else resolver_for(trace))
     for run in session.runs(buffers):
-        counter.feed(run.trace_id, run.elements())
+        counter.feed(run.trace_id, run.elements(), run.buffer.time)
     return counter.profile()
