@@ -1345,7 +1345,7 @@ def _profile_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -
                     yield from perf_script_lines(samples)
                     _warn(session.new_issues(), err)
         if pattern is not None and not matched:
-            _note_no_binary(args.binary, list(all_paths), err)
+            _note_no_binary(args.binary, list(all_paths), err, "mapped")
         return
     total = Profile()
     if args.dask:
@@ -1380,14 +1380,16 @@ def _profile_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -
     yield from writers[args.format](chosen)
 
 
-def _note_no_binary(pattern: str | None, paths: Sequence[str], err: TextIO) -> None:
-    """Say why a profile has no binary: ``--binary`` matched none of ``paths``, or nothing
-    traced fell in a known binary."""
+def _note_no_binary(
+    pattern: str | None, paths: Sequence[str], err: TextIO, what: str = "traced"
+) -> None:
+    """Say why a profile has no binary: ``--binary`` matched none of ``paths`` (the binaries
+    ``what``: traced, mapped), or nothing traced fell in a known binary."""
     if pattern and paths:
         shown = ", ".join(list(paths)[:8]) + (", ..." if len(paths) > 8 else "")
         print(
             f"cstrace: note: --binary {pattern!r} matches none of the {len(paths)} "
-            f"binaries traced ({shown}): nothing written",
+            f"binaries {what} ({shown}): nothing written",
             file=err,
         )
     else:
