@@ -128,13 +128,19 @@ TEXT = b"".join(w.to_bytes(4, "little") for w in (NOP, NOP, 0x54000040, NOP, NOP
 TEXT_AT = 0x50  # two veneers and the loader's one, the ftrace trampoline, then .text
 
 
-def module_recording(text_at: int, files: list[tuple[str, int, int, int]] | None = None) -> bytes:
-    """A kernel recording of thread 100 running the module's .text at MODULE + ``text_at``."""
+def module_recording(
+    text_at: int,
+    files: list[tuple[str, int, int, int]] | None = None,
+    name: str = MODULE_PATH,
+    build_id: bool = True,
+) -> bytes:
+    """A kernel recording of thread 100 running the module's .text at MODULE + ``text_at``
+    (the module mapped as ``name``, with its build ID in the BUILD_ID feature or not)."""
     w = PerfWriter()
-    w.build_ids = [(-1, MODULE_ID, MODULE_PATH)]
+    w.build_ids = [(-1, MODULE_ID, name)] if build_id else []
     w.files = files or []
     w.auxtrace_info(cs_etm_info([(ETMV4_MAGIC, 0, etmv4_params(0x10))]))
-    w.mmap2(-1, 0, MODULE, 0x4000, 0, MODULE_PATH, time=1)
+    w.mmap2(-1, 0, MODULE, 0x4000, 0, name, time=1)
     w.comm(100, 100, "insmod", time=2)
     w.itrace_start(100, 100, time=3)
     data = (
@@ -200,3 +206,15 @@ def test_a_module_not_where_the_trace_runs_it_is_named_with_the_addresses_that_m
     [warned] = [ln for ln in err.splitlines() if MODULE_PATH in ln]
     assert f"build ID {MODULE_ID.hex()}" in warned and "found as" in warned
     assert "1 trace address(es) in its mapping are in none of its code" in warned
+
+
+def test_a_module_perf_names_by_module_name_is_found_by_file_name(
+    tmp_path: Path, module_dir: Path
+) -> None:
+    """perf names a module whose file it did not find ``[name]``: ``name.ko`` is taken."""
+    path = tmp_path / "kernel.data"
+    path.write_bytes(module_recording(TEXT_AT, name="[tracee]", build_id=False))
+    code, out, err = run_cli("profile", str(path), "--symdir", str(module_dir), "-f", "autofdo")
+    assert code == 0, err
+    ranges, _ = autofdo_block(out, "[tracee]")
+    assert ranges == Counter({(0x0, 0x8): 1, (0x10, 0x14): 1})
