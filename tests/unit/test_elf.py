@@ -122,3 +122,16 @@ def test_random_damage_never_escapes_as_another_exception() -> None:
             data[rng.randrange(4, len(data))] = rng.randrange(256)
         with contextlib.suppress(SnapshotError):
             load_elf(bytes(data), "fuzz.elf")
+
+
+def test_random_damage_to_a_kernel_module_never_escapes_as_another_exception() -> None:
+    import random
+
+    good = bytearray(kernel_module(bytes(64), calls=["a", "b", "a"], build_id=BUILD_ID))
+    rng = random.Random(28)
+    for _ in range(300):
+        data = bytearray(good)
+        for _ in range(rng.randint(1, 8)):
+            data[rng.randrange(4, len(data))] = rng.randrange(256)
+        with contextlib.suppress(SnapshotError):
+            load_elf(bytes(data), "fuzz.ko")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import struct
-from contextlib import redirect_stderr, redirect_stdout
+from contextlib import redirect_stderr, redirect_stdout, suppress
 from pathlib import Path
 
 import pytest
@@ -704,3 +704,29 @@ def test_a_recording_gives_profiles_its_binaries(tmp_path: Path) -> None:
     code, out, err = run_cli("profile", str(path), "--format", "autofdo", "--symdir", str(symbols))
     assert code == 0, err
     assert "1000-1008:1" in out and f"// build_id: 0x{BUILD_ID.hex()}" in out
+
+
+def test_simpleperfs_file2_feature_damaged_anywhere_is_skipped_or_read() -> None:
+    """The FILE2 reader (a small protobuf reader) on random damage: entries or a ValueError
+    (the feature is then skipped with a warning), never another exception."""
+    import random
+
+    from cstrace.inputs.perfdata.records import _file2
+    from tests.perfgen import _file2_entry
+
+    good = _file2_entry("/vendor/lib/modules/m.ko", 1, 0x110, 0x1110) + _file2_entry(
+        "/system/lib64/libc.so", 2, 0x1000, 0x1000
+    )
+    got = _file2(good)
+    assert [(f.path, f.type, f.min_vaddr, f.offset) for f in got] == [
+        ("/vendor/lib/modules/m.ko", 1, 0x110, 0x1110),
+        ("/system/lib64/libc.so", 2, 0x1000, 0x1000),
+    ]
+    rng = random.Random(28)
+    for _ in range(500):
+        data = bytearray(good[: rng.randrange(len(good) + 1)])
+        for _ in range(rng.randint(0, 6)):
+            if data:
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        with suppress(ValueError, struct.error):
+            _file2(bytes(data))
