@@ -184,3 +184,29 @@ def test_perf_agrees_on_recordings_written_from_snapshots(
     # The writer names each dump relative to the folder holding them all: perf's root.
     root = Path(os.path.commonpath([os.path.dirname(d.file.name) for d in trace.dumps]))
     agree(recording, recording, root, snap, perf_env(tmp_path))
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_perf_script_text_is_perfs_own(perfdata: Path, tmp_path: Path, name: str) -> None:
+    """``cstrace profile --format perf-script`` prints the samples of ``perf script
+    --itrace=i100il -F ip,brstack`` character for character (after its MMAP2 lines)."""
+    import subprocess as sp
+    import sys
+
+    env = perf_env(tmp_path)
+    symfs = tmp_path / "symfs"
+    (symfs / APP).parent.mkdir(parents=True)
+    shutil.copy(perfdata / "etm_test_loop", symfs / APP)
+    copy = with_counted_index(perfdata / name, tmp_path / name)
+    theirs = perf_script(copy, symfs, env, "--itrace=i100il", "-F", "ip,brstack").splitlines()
+    done = sp.run(
+        [sys.executable, "-m", "cstrace.cli", "profile", str(perfdata / name), "--symdir",
+         str(perfdata), "--format", "perf-script", "--period", "100"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    mmaps = [ln for ln in lines if ln.startswith(" PERF_RECORD_MMAP2 ")]
+    assert any(ln.endswith(f" r-xp /{APP}") for ln in mmaps), mmaps
+    ours = lines[len(mmaps) :]
+    assert len(theirs) > 5 and ours == theirs
