@@ -225,15 +225,18 @@ def kernel_module(
     init_text: bytes = b"",
     calls: Sequence[str] = (),
     build_id: bytes | None = None,
+    functions: dict[str, int] | None = None,
 ) -> bytes:
     """An AArch64 Linux kernel module as a compiler writes it (``ET_REL``): a ``.plt``
     and ``.text.ftrace_trampoline`` the loader sizes (``SHT_NOBITS``, 1 byte), ``.text``
     (aligned to ``text_align``), ``.init.text``, ``.modinfo``, and a ``R_AARCH64_CALL26``
     relocation in ``.text`` (at 0, 4, ...) to each undefined symbol named in ``calls``
-    (repeated names are the same symbol)."""
+    (repeated names are the same symbol); ``functions`` are defined in ``.text`` at their
+    offsets."""
     ax = SHF_ALLOC | SHF_EXECINSTR
     names = list(dict.fromkeys(calls))
-    strtab = b"\x00" + b"".join(n.encode() + b"\x00" for n in names)
+    defined = dict(functions or {})
+    strtab = b"\x00" + b"".join(n.encode() + b"\x00" for n in [*names, *defined])
     syms = bytes(24)  # the null symbol
     where: dict[str, int] = {}
     pos = 1
@@ -241,6 +244,10 @@ def kernel_module(
         where[n] = k + 1
         # st_name, st_info (GLOBAL NOTYPE), st_other, st_shndx (UNDEF), value, size
         syms += struct.pack("<IBBHQQ", pos, 0x10, 0, 0, 0, 0)
+        pos += len(n) + 1
+    for n, value in defined.items():
+        # GLOBAL FUNC in section 3 (.text)
+        syms += struct.pack("<IBBHQQ", pos, 0x12, 0, 3, value, 4)
         pos += len(n) + 1
     relas = b"".join(
         struct.pack("<QQq", 4 * k, (where[n] << 32) | R_AARCH64_CALL26, 0)

@@ -160,7 +160,9 @@ def module_recording(
 def module_dir(tmp_path: Path) -> Path:
     d = tmp_path / "modules"
     d.mkdir()
-    ko = kernel_module(TEXT, calls=["printk", "printk", "other"], build_id=MODULE_ID)
+    ko = kernel_module(
+        TEXT, calls=["printk", "printk", "other"], build_id=MODULE_ID, functions={"tail": 0x10}
+    )
     (d / "tracee.ko").write_bytes(ko)
     return d
 
@@ -218,3 +220,32 @@ def test_a_module_perf_names_by_module_name_is_found_by_file_name(
     assert code == 0, err
     ranges, _ = autofdo_block(out, "[tracee]")
     assert ranges == Counter({(0x0, 0x8): 1, (0x10, 0x14): 1})
+
+
+def test_a_perf_record_kcore_folder_places_the_module_by_its_kallsyms(
+    tmp_path: Path, module_dir: Path
+) -> None:
+    """``perf record --kcore`` keeps the running kernel's kallsyms: a module's function
+    there places the module (here its .text 0x2000 into its memory, not where the file's
+    layout puts it)."""
+    from tests.integration.elfgen import PF_R, PF_X, PT_LOAD, ElfSpec, Section, Segment, write_elf
+
+    folder = tmp_path / "perf.data"
+    (folder / "kcore_dir").mkdir(parents=True)
+    (folder / "data").write_bytes(module_recording(0x2000))
+    kernel = 0xFFFF_8000_0801_0000
+    core = ElfSpec(e_type=4, machine=183, bits=64)  # ET_CORE, AArch64
+    core.sections.append(Section("load0", 1, 6, kernel, bytes(64), 8))
+    core.segments.append(Segment(PT_LOAD, PF_R | PF_X, "load0"))
+    (folder / "kcore_dir" / "kcore").write_bytes(write_elf(core))
+    (folder / "kcore_dir" / "kallsyms").write_text(
+        f"{kernel:016x} T _text\n{MODULE + 0x2000 + 0x10:016x} t tail\t[tracee]\n"
+    )
+    code, out, err = run_cli("decode", str(folder), "--symdir", str(module_dir), "--no-summary")
+    assert code == 0, err
+    ranges = [
+        ln.split("INSTR_RANGE")[1].split()[0] for ln in out.splitlines() if "INSTR_RANGE" in ln
+    ]
+    base = MODULE + 0x2000
+    assert ranges == [f"{base:#x}-{base + 0xC:#x}", f"{base + 0x10:#x}-{base + 0x18:#x}"], out
+    assert MODULE_PATH not in err, err

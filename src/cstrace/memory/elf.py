@@ -119,6 +119,9 @@ class ModuleLayout:
     """(name, offset, size) of the ``.init`` executable sections, in their own memory."""
     veneers: int | None
     """The AArch64 PLT veneers counted for ``.plt`` (None: not an AArch64 module)."""
+    functions: tuple[tuple[str, int], ...] = ()
+    """(name, own address) of the functions defined in the anchor section: a running
+    kernel's symbol list (kallsyms) places the module by any of them."""
 
 
 @dataclass
@@ -389,15 +392,15 @@ def _load_module(elf: object, image: ElfImage, size: int) -> None:
                 return _A64_VENEER, _A64_PLT_ALIGN
         return length, align
 
-    core: list[tuple[str, int, int, Any]] = []
-    init: list[tuple[str, int, int, Any]] = []
+    core: list[tuple[str, int, int, Any, int]] = []
+    init: list[tuple[str, int, int, Any, int]] = []
     ends = {"core": 0, "init": 0}
     for index, sec in execs:
         part = "core" if index in core_indices else "init"
         length, align = sized(sec)
         at = (ends[part] + align - 1) // align * align
         ends[part] = at + length
-        (core if part == "core" else init).append((sec.name, at, length, sec))
+        (core if part == "core" else init).append((sec.name, at, length, sec, index))
     code = [c for c in core if c[3]["sh_type"] == "SHT_PROGBITS" and c[2] > 0]
     anchor = next((c for c in code if c[0] == ".text"), code[0] if code else None)
     if anchor is None:
@@ -406,7 +409,7 @@ def _load_module(elf: object, image: ElfImage, size: int) -> None:
         return
     anchor_address = int(anchor[3]["sh_addr"])
     shift = anchor_address - anchor[1]  # layout offset -> the module's own address
-    for name, at, length, sec in code:
+    for name, at, length, sec, _index in code:
         off = int(sec["sh_offset"])
         if off + length > size:
             raise _bad(image.name, f"section {name} ends past the end of the file", off)
@@ -416,10 +419,28 @@ def _load_module(elf: object, image: ElfImage, size: int) -> None:
         anchor[0],
         anchor[1],
         anchor_address,
-        tuple((n, at, ln) for n, at, ln, _ in core),
-        tuple((n, at, ln) for n, at, ln, _ in init),
+        tuple((n, at, ln) for n, at, ln, _, _ in core),
+        tuple((n, at, ln) for n, at, ln, _, _ in init),
         veneers,
+        _functions_in(elf, anchor[4], anchor_address),
     )
+
+
+def _functions_in(elf: object, section: int, address: int) -> tuple[tuple[str, int], ...]:
+    """(name, address) of the functions a relocatable object defines in ``section``, which
+    is at ``address`` (their values are offsets in it)."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+
+    assert isinstance(elf, ELFFile)
+    out: dict[str, int] = {}
+    for sec in elf.iter_sections():
+        if not isinstance(sec, SymbolTableSection):
+            continue
+        for sym in sec.iter_symbols():
+            if sym["st_shndx"] == section and sym["st_info"]["type"] == "STT_FUNC" and sym.name:
+                out.setdefault(sym.name, address + int(sym["st_value"]))
+    return tuple(out.items())
 
 
 def _build_id(elf: object) -> bytes | None:

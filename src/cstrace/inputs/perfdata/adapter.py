@@ -35,6 +35,11 @@ and its :class:`~cstrace.trace.Trace` (:func:`open_perf_data`):
   the virtual counter, TS_SOURCE 1) becomes the trace's clock.
 - **images**: each image a mapping names, found by build ID and name
   (:mod:`cstrace.inputs.symbols`), at its path on the traced system as its name.
+  A kernel module (a relocatable ELF file, :class:`~cstrace.memory.elf.ModuleLayout`)
+  has its memory at its mapping, laid out as the kernel lays it out, unless the
+  recording says where its code was: simpleperf's FILE2 feature (how far into the
+  module's memory a symbol of its ``.text`` was), or the kallsyms of a ``perf record
+  --kcore`` folder (where the running kernel had one of its functions).
 - **the kernel's code** from a kcore copy (:mod:`.kcore`: a ``perf record
   --kcore`` folder's ``kcore_dir/kcore``, or ``--kcore FILE``): its segments
   are memory at their kernel addresses in every process; the kernel, and each
@@ -62,7 +67,12 @@ from cstrace.capture import FRAME_SIZE, demux_frames
 from cstrace.errors import InputError, Issue, IssueKind, Severity
 from cstrace.inputs.files import PathBlob, SliceBlob
 from cstrace.inputs.perfdata.csetm import CS_ETM_AUXTRACE_TYPE, CsEtmInfo, parse_cs_etm_info
-from cstrace.inputs.perfdata.kcore import KernelCore, read_kcore, recording_files
+from cstrace.inputs.perfdata.kcore import (
+    KernelCore,
+    module_symbols,
+    read_kcore,
+    recording_files,
+)
 from cstrace.inputs.perfdata.records import (
     SIMPLEPERF_KERNEL_MODULE,
     AuxOutputHwIdRecord,
@@ -235,6 +245,7 @@ class _Log:
         self,
         bases: dict[tuple[str, str | None], ElfImage | None],
         placed: dict[str, tuple[int, int]] | None = None,
+        kallsyms: dict[str, list[tuple[int, str]]] | None = None,
     ) -> None:
         self.events: list[Event] = []
         self.open: dict[int, dict[int, LibraryEvent | ProcessEvent]] = {}
@@ -248,6 +259,8 @@ class _Log:
         self.placed = placed or {}
         """Kernel module path -> (own address, its offset in the module's memory): where
         the recording says the module's code was (simpleperf's FILE2)."""
+        self.kallsyms = kallsyms or {}
+        """Module name -> (address, name) of its code symbols in the running kernel."""
 
     def end_maps(self, pid: int, time: int) -> None:
         for e in self.open.pop(pid, {}).values():
@@ -287,6 +300,10 @@ class _Log:
             if placed is not None:
                 own, offset = placed
                 base = start + offset - own + elf.link_base
+            else:
+                at = _kallsyms_place(elf, self.kallsyms.get(_module_key(name), []), start, end)
+                if at is not None:
+                    base = at
         elif elf is not None and elf.elf_type == "ET_EXEC":
             base = elf.link_base
         elif elf is not None:
@@ -350,6 +367,28 @@ class _Log:
                     self.thread(tid, pid, time, State.END)
         else:
             self.thread(r.tid, r.pid, time, State.END)
+
+
+def _module_key(name: str) -> str:
+    """The kernel's name of the module file ``name`` (``/x/rq-stats.ko`` or ``[rq_stats]``:
+    ``rq_stats``)."""
+    base = name.rsplit("/", 1)[-1].strip("[]")
+    return base.removesuffix(".ko").replace("-", "_")
+
+
+def _kallsyms_place(
+    elf: ElfImage, symbols: list[tuple[int, str]], start: int, end: int
+) -> int | None:
+    """Where a module's first byte goes for its functions to be where the running
+    kernel's symbol list has them: the first of its code symbols in the mapping that the
+    file defines (None: none)."""
+    if elf.module is None:
+        return None
+    own = dict(elf.module.functions)
+    for address, name in symbols:
+        if start <= address < end and name in own:
+            return address - own[name] + elf.link_base
+    return None
 
 
 def _build_id_of(r: MmapRecord, by_name: dict[tuple[int, str], bytes]) -> str | None:
@@ -470,7 +509,10 @@ def read_recording(path: str | Path, symbols: SymbolPaths | None = None) -> Perf
         for f in pf.simpleperf_files
         if f.type == SIMPLEPERF_KERNEL_MODULE and f.offset is not None
     }
-    log = _Log(elfs, placed)
+    kallsyms = (
+        module_symbols(kcore.kallsyms) if kcore is not None and kcore.kallsyms is not None else {}
+    )
+    log = _Log(elfs, placed, kallsyms)
     comms: dict[int, str] = {}
     running: dict[int, list[tuple[int, int, int, int]]] = {}  # cpu → (time, order, pid, tid)
     last_time = 0
