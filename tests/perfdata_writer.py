@@ -67,7 +67,8 @@ Choices, where a snapshot does not say what a recording would:
 - **Time**: records are stamped 1 ns apart from ``1 s`` in file order (perf
   orders by time); TIME_CONV is the identity.
 - **Attribute**: ``type`` = ``pmu_type`` (the same as in AUXTRACE_INFO);
-  ``sample_type`` = TID | TIME | CPU | IDENTIFIER with ``sample_id_all``,
+  ``sample_type`` = IP | TID | TIME | CPU | IDENTIFIER (IP as ``perf record`` sets it;
+  it ends no non-sample record) with ``sample_id_all``,
   so every non-sample record ends with (pid, tid, time, cpu, id), the id one
   per CPU as listed with the attribute; ``config`` carries the ``cs_etm``
   format bits (cycacc 12, contextid 14, timestamp 28, retstack 29) that the
@@ -130,11 +131,12 @@ REC_HEADER_BUILD_ID = 67  # the record type of the BUILD_ID feature's entries
 MISC_USER = 2
 
 # sample_type bits
+SAMPLE_IP = 1 << 0
 SAMPLE_TID = 1 << 1
 SAMPLE_TIME = 1 << 2
 SAMPLE_CPU = 1 << 7
 SAMPLE_IDENTIFIER = 1 << 16
-SAMPLE_TYPE = SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_IDENTIFIER
+SAMPLE_TYPE = SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_IDENTIFIER
 
 # perf_event_attr flag bits
 ATTR_EXCLUDE_KERNEL = 1 << 5
@@ -448,8 +450,9 @@ def _config(block: CpuBlock) -> int:
     return sum(1 << opt for opt, mask in bits.items() if cfg & mask)
 
 
-def _attr(pmu_type: int, config: int) -> bytes:
-    """A perf_event_attr (PERF_ATTR_SIZE_VER7) for the cs_etm event."""
+def _attr(pmu_type: int, config: int, timeless: bool = False) -> bytes:
+    """A perf_event_attr (PERF_ATTR_SIZE_VER7) for the cs_etm event (per thread: without
+    ``PERF_SAMPLE_TIME``, as ``perf record --per-thread`` leaves it out for cs_etm)."""
     flags = ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV | ATTR_MMAP | ATTR_COMM
     flags |= ATTR_SAMPLE_ID_ALL | ATTR_MMAP2
     head = struct.pack(
@@ -458,7 +461,7 @@ def _attr(pmu_type: int, config: int) -> bytes:
         ATTR_SIZE,
         config,
         1,  # sample_period
-        SAMPLE_TYPE,
+        SAMPLE_TYPE & ~SAMPLE_TIME if timeless else SAMPLE_TYPE,
         0,  # read_format
         flags,
     )
@@ -481,10 +484,14 @@ class _Clock:
 
     pid: int
     time: int = START_TIME
+    timed: bool = True
+    """Whether records carry their time (not in a per-thread recording)."""
 
     def trailer(self, cpu: int) -> bytes:
         """The sample_id of the next record on ``cpu``: pid, tid, time, cpu, res, identifier."""
         self.time += 1
+        if not self.timed:
+            return struct.pack("<IIIIQ", self.pid, self.pid, cpu, 0, _sample_id(cpu))
         return struct.pack("<IIQIIQ", self.pid, self.pid, self.time, cpu, 0, _sample_id(cpu))
 
 
@@ -550,14 +557,16 @@ def encode_perf_data(
     arch: str | None = None,
     cmdline: Iterable[str] = ("perf", "record", "-e", "cs_etm//u"),
     build_ids: Mapping[str, bytes] | None = None,
+    timeless: bool = False,
 ) -> bytes:
     """The bytes of the perf.data file :func:`write_perf_data` writes (same arguments)."""
     layout = plan(trace, cpus=cpus)
     by_name = {b.name: b for b in trace.buffers}
-    clock = _Clock(pid)
+    clock = _Clock(pid, timed=not timeless)
     first_cpu = layout.cpus[0].cpu
     config = _config(layout.cpus[0])
-    attr = _attr(pmu_type, config)
+    attr = _attr(pmu_type, config, timeless)
+    chunks = layout.chunks
 
     records: list[bytes] = []
     # time_shift, time_mult, time_zero, time_cycles, time_mask, cap_user_time_zero/short
@@ -584,7 +593,7 @@ def encode_perf_data(
         records.append(_record(REC_MMAP2, body + clock.trailer(first_cpu), MISC_USER))
     records.append(_record(REC_FINISHED_ROUND, b""))
     started: set[int] = set()
-    for ch in layout.chunks:
+    for ch in chunks:
         if ch.cpu not in started:
             started.add(ch.cpu)
             body = struct.pack("<II", pid, pid) + clock.trailer(ch.cpu)
@@ -595,7 +604,7 @@ def encode_perf_data(
 
     data_offset_in_section = sum(len(r) for r in records)
     auxtrace_at: list[int] = []  # offsets from the start of the data section
-    for ref, ch in enumerate(layout.chunks):
+    for ref, ch in enumerate(chunks):
         payload = by_name[ch.buffer].read()
         if len(payload) != ch.size:
             raise ValueError(f"buffer {ch.buffer} changed size while being written")
@@ -606,7 +615,7 @@ def encode_perf_data(
             ch.offset,
             ref,  # reference: unique per AUXTRACE record
             ch.cpu,  # idx: the CPU's AUX area
-            0xFFFFFFFF,  # tid: -1, a CPU-wide recording
+            pid if timeless else 0xFFFFFFFF,  # tid: the traced thread, or -1 (any)
             ch.cpu,
             0,
         )
@@ -669,6 +678,7 @@ def write_perf_data(
     arch: str | None = None,
     cmdline: Iterable[str] = ("perf", "record", "-e", "cs_etm//u"),
     build_ids: Mapping[str, bytes] | None = None,
+    timeless: bool = False,
 ) -> None:
     """Write ``trace`` to ``path`` as a CPU-wide ``cs_etm`` perf.data recording.
 
@@ -677,7 +687,12 @@ def write_perf_data(
     ``cpus``: core name to CPU number (default: from the core names, see
     :func:`plan`); ``arch``: the HEADER_ARCH string (default ``aarch64``, or
     ``armv7l`` when every source is ETMv3 or PTM); ``cmdline``: HEADER_CMDLINE;
-    ``build_ids``: mapping name (as :func:`plan` names the dumps) to build ID.
+    ``build_ids``: mapping name (as :func:`plan` names the dumps) to build ID;
+    ``timeless``: no ``PERF_SAMPLE_TIME`` (records carry no time) and each AUXTRACE
+    record names the thread ``pid`` (``tid``), so that ``perf script`` decodes
+    without timestamps, attributing trace that names no thread to ``pid`` (with
+    time, perf decodes nothing before the trace's first timestamp, and corpus
+    traces often have none).
     The layout and its choices are in the module's docstring; a ``ValueError``
     says why a trace cannot be written.
     """
@@ -691,5 +706,6 @@ def write_perf_data(
             arch=arch,
             cmdline=cmdline,
             build_ids=build_ids,
+            timeless=timeless,
         )
     )

@@ -4,7 +4,8 @@ Input: records added one by one (MMAP2, COMM, FORK, EXIT, ITRACE_START,
 SWITCH_CPU_WIDE, AUX, AUX_OUTPUT_HW_ID, AUXTRACE_INFO, AUXTRACE with its data,
 TIME_CONV, FINISHED_ROUND), each with its ``sample_id`` trailer (pid, tid, time,
 id, cpu). Output: the bytes of a little-endian ``PERFILE2`` file with the
-BUILD_ID, CMDLINE, NRCPUS and AUXTRACE features (and simpleperf's INIT_MAP),
+BUILD_ID, CMDLINE, NRCPUS and AUXTRACE features (and simpleperf's INIT_MAP and
+FILE2),
 laid out as the kernel's
 ``perf.data-file-format.txt`` describes. ``cs_etm_info`` makes the private
 words of a CoreSight AUXTRACE_INFO record.
@@ -37,6 +38,29 @@ def _pad8(data: bytes) -> bytes:
 def _string(text: str) -> bytes:
     raw = _pad8(text.encode() + b"\0")
     return struct.pack("<I", len(raw)) + raw
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _file2_entry(path: str, kind: int, min_vaddr: int, offset: int) -> bytes:
+    """One FILE2 entry: u32 size, then simpleperf's ``FileFeature`` message (1 path, 2 type,
+    3 min_vaddr, 6 ELF file or 7 kernel module, each holding the offset as field 1)."""
+    raw = path.encode()
+    msg = b"\x0a" + _varint(len(raw)) + raw + b"\x10" + _varint(kind)
+    msg += b"\x18" + _varint(min_vaddr)
+    inner = b"\x08" + _varint(offset)
+    msg += (b"\x3a" if kind == 1 else b"\x32") + _varint(len(inner)) + inner
+    return struct.pack("<I", len(msg)) + msg
 
 
 def cs_etm_info(
@@ -83,6 +107,9 @@ class PerfWriter:
     index: bool = True
     init_map: list[bytes] = field(default_factory=list)
     """Records for simpleperf's INIT_MAP feature (move them there from :attr:`records`)."""
+    files: list[tuple[str, int, int, int]] = field(default_factory=list)
+    """simpleperf's FILE2 feature: (path, file type, min_vaddr, offset of min_vaddr) per
+    file (type 1, a kernel module: the offset is in the module's memory)."""
     offsets: list[int] = field(default_factory=list)
     """File offset of each record added, in order (known after :meth:`build`)."""
 
@@ -259,6 +286,8 @@ class PerfWriter:
             features.append((18, struct.pack(f"<{len(words)}Q", *words)))
         if self.init_map:
             features.append((134, b"".join(self.init_map)))
+        if self.files:
+            features.append((132, b"".join(_file2_entry(*f) for f in self.files)))
         feat_at = data_at + len(data)
         table_size = 16 * len(features)
         table = b""

@@ -1161,6 +1161,17 @@ def _lines(
             )
             for m in session.memories.locator().missing_images()
         ]
+        missing += [
+            Issue(
+                Severity.WARNING,
+                IssueKind.MEMORY,
+                f"image {m.image}"
+                + (f" (build ID {m.build_id})" if m.build_id else "")
+                + f", found as {m.file}: {m.addresses} trace address(es) in its mapping "
+                "are in none of its code as placed (misplaced, or code the loader wrote)",
+            )
+            for m in session.memories.locator().missed_images()
+        ]
         _warn(missing, err)
         if counter is not None:
             counter.add_issues(missing)
@@ -1312,11 +1323,15 @@ def _profile_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -
         if args.period < 1 or args.last_branch < 1:
             raise CstraceError("--period and --last-branch must be positive")
         sampler = BranchSampler(args.period, args.last_branch)
+        all_paths: dict[str, None] = {}
+        matched = False
         for trace in _profile_traces(args, err):
             resolver = resolver_for(trace)
             mappings: list[Mapping] = list(getattr(resolver, "mappings", []))
+            all_paths.update((m.binary.path, None) for m in mappings)
             if pattern is not None:
                 mappings = [m for m in mappings if pattern.search(m.binary.path)]
+            matched = matched or bool(mappings)
             yield from perf_script_lines((), mappings)
             session = Session(trace, options)
             for buffer in trace.buffers:
@@ -1329,6 +1344,8 @@ def _profile_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -
                         samples = (s for s in samples if _in_binaries(s, mappings))
                     yield from perf_script_lines(samples)
                     _warn(session.new_issues(), err)
+        if pattern is not None and not matched:
+            _note_no_binary(args.binary, list(all_paths), err, "mapped")
         return
     total = Profile()
     if args.dask:
@@ -1352,10 +1369,31 @@ def _profile_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -
             file=err,
         )
     chosen = total.select(args.binary)
-    if not chosen.sorted_binaries() and args.format == "autofdo":
-        print("cstrace: note: no traced instruction fell in a known binary", file=err)
+    if not chosen.sorted_binaries():
+        # An empty profile is a result: say why it is empty, and write an empty one.
+        traced = [p.binary.path for p in total.sorted_binaries()]
+        _note_no_binary(args.binary, traced, err)
+        if args.format == "profgen":
+            yield from ("0", "0")  # no ranges, no branches
+        return
     writers = {"autofdo": autofdo_lines, "profgen": profgen_lines, "bolt": bolt_lines}
     yield from writers[args.format](chosen)
+
+
+def _note_no_binary(
+    pattern: str | None, paths: Sequence[str], err: TextIO, what: str = "traced"
+) -> None:
+    """Say why a profile has no binary: ``--binary`` matched none of ``paths`` (the binaries
+    ``what``: traced, mapped), or nothing traced fell in a known binary."""
+    if pattern and paths:
+        shown = ", ".join(list(paths)[:8]) + (", ..." if len(paths) > 8 else "")
+        print(
+            f"cstrace: note: --binary {pattern!r} matches none of the {len(paths)} "
+            f"binaries {what} ({shown}): nothing written",
+            file=err,
+        )
+    else:
+        print("cstrace: note: no traced instruction fell in a known binary", file=err)
 
 
 def _call_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -> Iterator[str]:
@@ -1413,7 +1451,7 @@ def _profile_of(trace: Trace, err: TextIO, errors: list[Issue]) -> Profile:
         _warn(decoded.issues, err)
         errors.extend(decoded.errors)
         for run in decoded.runs:
-            counter.feed(run.trace_id, run.elements())
+            counter.feed(run.trace_id, run.elements(), run.buffer.time)
             _warn(session.new_issues(), err)
     return counter.profile()
 

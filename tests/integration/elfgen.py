@@ -9,6 +9,7 @@ optional GNU build-ID note, and a section table that pyelftools reads.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 ET_REL = 1
@@ -28,6 +29,11 @@ class Section:
     address: int
     data: bytes
     align: int = 4
+    size: int | None = None
+    """sh_size when it is not the data's (a SHT_NOBITS section)."""
+    link: int = 0
+    info: int = 0
+    entsize: int = 0
 
 
 @dataclass
@@ -52,8 +58,11 @@ class ElfSpec:
 
 
 SHT_PROGBITS = 1
+SHT_SYMTAB = 2
 SHT_STRTAB = 3
+SHT_RELA = 4
 SHT_NOTE = 7
+SHT_NOBITS = 8
 SHF_ALLOC = 2
 SHF_EXECINSTR = 4
 PT_LOAD = 1
@@ -151,11 +160,11 @@ def write_elf(spec: ElfSpec) -> bytes:
             sec.flags,
             sec.address,
             offsets[sec.name],
-            len(sec.data),
-            0,
-            0,
+            len(sec.data) if sec.size is None else sec.size,
+            sec.link,
+            sec.info,
             sec.align,
-            0,
+            sec.entsize,
         )
         fmt = "<IIQQQQIIQQ" if is64 else "<IIIIIIIIII"
         headers.append(struct.pack(fmt, *fields))
@@ -203,4 +212,61 @@ def relocatable(texts: list[tuple[str, bytes, int]]) -> bytes:
     spec.sections.append(Section(".data", SHT_PROGBITS, SHF_ALLOC, 0, b"\x01\x02\x03\x04"))
     for name, data, align in texts:
         spec.sections.append(Section(name, SHT_PROGBITS, SHF_ALLOC | SHF_EXECINSTR, 0, data, align))
+    return write_elf(spec)
+
+
+R_AARCH64_CALL26 = 283
+
+
+def kernel_module(
+    text: bytes,
+    *,
+    text_align: int = 16,
+    init_text: bytes = b"",
+    calls: Sequence[str] = (),
+    build_id: bytes | None = None,
+    functions: dict[str, int] | None = None,
+) -> bytes:
+    """An AArch64 Linux kernel module as a compiler writes it (``ET_REL``): a ``.plt``
+    and ``.text.ftrace_trampoline`` the loader sizes (``SHT_NOBITS``, 1 byte), ``.text``
+    (aligned to ``text_align``), ``.init.text``, ``.modinfo``, and a ``R_AARCH64_CALL26``
+    relocation in ``.text`` (at 0, 4, ...) to each undefined symbol named in ``calls``
+    (repeated names are the same symbol); ``functions`` are defined in ``.text`` at their
+    offsets."""
+    ax = SHF_ALLOC | SHF_EXECINSTR
+    names = list(dict.fromkeys(calls))
+    defined = dict(functions or {})
+    strtab = b"\x00" + b"".join(n.encode() + b"\x00" for n in [*names, *defined])
+    syms = bytes(24)  # the null symbol
+    where: dict[str, int] = {}
+    pos = 1
+    for k, n in enumerate(names):
+        where[n] = k + 1
+        # st_name, st_info (GLOBAL NOTYPE), st_other, st_shndx (UNDEF), value, size
+        syms += struct.pack("<IBBHQQ", pos, 0x10, 0, 0, 0, 0)
+        pos += len(n) + 1
+    for n, value in defined.items():
+        # GLOBAL FUNC in section 3 (.text)
+        syms += struct.pack("<IBBHQQ", pos, 0x12, 0, 3, value, 4)
+        pos += len(n) + 1
+    relas = b"".join(
+        struct.pack("<QQq", 4 * k, (where[n] << 32) | R_AARCH64_CALL26, 0)
+        for k, n in enumerate(calls)
+    )
+    # Section indices: 0 null, then these in order.
+    spec = ElfSpec(e_type=ET_REL, machine=EM_AARCH64, bits=64)
+    spec.sections += [
+        Section(".plt", SHT_NOBITS, ax, 0, b"", 16, size=1),  # 1
+        Section(".text.ftrace_trampoline", SHT_NOBITS, ax, 0, b"", 1, size=1),  # 2
+        Section(".text", SHT_PROGBITS, ax, 0, text, text_align),  # 3
+        Section(".init.text", SHT_PROGBITS, ax, 0, init_text or bytes(4), 4),  # 4
+        Section(".modinfo", SHT_PROGBITS, SHF_ALLOC, 0, b"license=GPL\x00", 1),  # 5
+        Section(".symtab", SHT_SYMTAB, 0, 0, syms, 8, link=7, info=1, entsize=24),  # 6
+        Section(".strtab", SHT_STRTAB, 0, 0, strtab, 1),  # 7
+        Section(".rela.text", SHT_RELA, 0, 0, relas, 8, link=6, info=3, entsize=24),  # 8
+    ]
+    if build_id is not None:
+        spec.sections.append(
+            Section(".note.gnu.build-id", SHT_NOTE, SHF_ALLOC, 0, build_id_note(build_id))
+        )
     return write_elf(spec)

@@ -188,11 +188,13 @@ def test_aux_data_missing_from_the_file(tmp_path: Path, symdir: Path) -> None:
     _no_traceback(runs)
     assert "AUX" in runs["info"].stdout and "not in the file" in runs["info"].stdout
     for cmd in ("decode", "profile"):
+        # simpleperf's inject succeeds on such a recording: an empty result, with warnings.
         done = runs[cmd]
-        assert done.returncode == 2 and done.stdout == "", cmd
-        errors = [x for x in done.stderr.splitlines() if x.startswith("cstrace: error:")]
-        assert errors and all(str(path) in x for x in errors), (cmd, done.stderr)
-        assert any("not in the file" in x for x in errors), (cmd, done.stderr)
+        assert done.returncode == 0 and done.stdout == "", cmd
+        warned = [x for x in done.stderr.splitlines() if x.startswith("cstrace: warning:")]
+        assert warned and all(str(path) in x for x in warned), (cmd, done.stderr)
+        assert any("not in the file" in x and "CPU 0" in x for x in warned), (cmd, done.stderr)
+        assert "cstrace: error" not in done.stderr
 
 
 def test_cut_recordings_give_an_error_or_what_there_is(tmp_path: Path, symdir: Path) -> None:

@@ -134,6 +134,52 @@ def test_llvm_profgen_reads_the_perf_script(built: prog.Program, tmp_path: Path)
     assert lines_with(result, r"^f1:\d+:") and lines_with(result, r"^f2:\d+:"), result
 
 
+def _recipe(heading: str) -> list[str]:
+    """The commands of the fenced block after ``heading`` in docs/usage.md."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "usage.md").read_text()
+    block = text.split(heading, 1)[1].split("```", 2)[1]
+    return [ln.strip() for ln in block.splitlines() if ln.strip()]
+
+
+def test_the_llvm_profgen_recipe_of_the_docs_on_a_recording(
+    built: prog.Program, tmp_path: Path
+) -> None:
+    """docs/usage.md's "From perf record to llvm-profgen", run as written on a perf.data
+    recording of the program (named ``app`` on the device and here, with ``perf.data``
+    in the current folder): llvm-profgen's profile names the program's functions."""
+    import shlex
+
+    profgen = tool("llvm-profgen", "llvm-profgen-19", "/usr/lib/llvm-*/bin/llvm-profgen")
+    prog.recording(built, tmp_path / "perf.data")
+    shutil.copy(built.path, tmp_path / "app")
+    commands = _recipe("### From `perf record` to llvm-profgen")
+    run = [c for c in commands if c.split()[0] in ("cstrace", "llvm-profgen")]
+    assert [c.split()[0] for c in run] == ["cstrace", "llvm-profgen"], commands
+    for command in run:
+        argv = shlex.split(command)
+        argv = (
+            [sys.executable, "-m", "cstrace.cli", *argv[1:]]
+            if argv[0] == "cstrace"
+            else [profgen, *argv[1:]]
+        )
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=tmp_path)
+        assert done.returncode == 0, (command, done.stderr)
+        assert "Traceback" not in done.stderr and "No samples" not in done.stderr, done.stderr
+    script = (tmp_path / "app.script").read_text()
+    assert " PERF_RECORD_MMAP2 " in script and "P/-/-/0/" in script
+    # The recipe writes llvm-profgen's default, binary, format: llvm-profdata reads it.
+    profdata = tool("llvm-profdata", "llvm-profdata-19", "/usr/lib/llvm-*/bin/llvm-profdata")
+    shown = subprocess.run(
+        [profdata, "show", "--sample", "--all-functions", str(tmp_path / "app.prof")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    names = re.findall(r"^Function: (\w+):", shown.stdout, re.M)
+    # One sample per 100000 instructions (the default --period) and at the end of the
+    # trace: the short run gives one, with the last 64 branches (f1's loop, in work).
+    assert names and set(names) <= set(built.symbols) and "work" in names, shown.stdout
+
+
 def test_perf2bolt_reads_the_pre_aggregated_profile(built: prog.Program, tmp_path: Path) -> None:
     # perf2bolt picks its mode from its own name: the versioned link is llvm-bolt
     perf2bolt = tool("perf2bolt", "/usr/lib/llvm-*/bin/perf2bolt")

@@ -206,3 +206,33 @@ def timed_capture(program: Program, path: Path) -> Path:
     trace = etmv4_trace(program.elf, program.executed, timestamps=True)
     path.write_bytes(format_frames([(TRACE_ID, trace)]))
     return path
+
+
+def recording(program: Program, path: Path, name: str = "/data/local/tmp/app") -> Path:
+    """Write to ``path`` a perf.data recording of the program's run (``tests/perfgen.py``):
+    the trace unit's registers, process 1234 exec'ing the program and mapping each of
+    its ``PT_LOAD`` segments (named ``name``, as on the device), and the trace as the AUX
+    data of CPU 0 (CoreSight frames, as an ETR holds them); returns ``path``."""
+    from tests.perfgen import ETMV4_MAGIC, PerfWriter, cs_etm_info
+
+    pid, page = 1234, 0x1000
+    params = [REGISTERS[k] for k in ("TRCCONFIGR", "TRCTRACEIDR", "TRCIDR0", "TRCIDR1")]
+    params += [REGISTERS["TRCIDR2"], REGISTERS["TRCIDR8"], 0]  # TRCAUTHSTATUS
+    w = PerfWriter()
+    assert program.elf.build_id is not None
+    w.build_ids = [(-1, program.elf.build_id, name)]
+    w.auxtrace_info(cs_etm_info([(ETMV4_MAGIC, 0, params)]))
+    w.comm(pid, pid, Path(name).name, exec_=True, time=10)
+    for k, load in enumerate(program.elf.loads):
+        start = (BASE + load.vaddr) & ~(page - 1)
+        end = -(-(BASE + load.vaddr + load.memsz) // page) * page
+        prot = 5 if load.executable else 1
+        w.mmap2(
+            pid, pid, start, end - start, load.offset & ~(page - 1), name, prot=prot, time=11 + k
+        )
+    w.itrace_start(pid, pid, time=20)
+    data = program.capture.read_bytes()
+    w.aux(0, len(data), 0, pid=pid, tid=pid, time=30)
+    w.auxtrace(data + b"\0" * (-len(data) % 8), cpu=0)
+    path.write_bytes(w.build())
+    return path

@@ -9,7 +9,7 @@ import pytest
 from cstrace.elements import MemSpace
 from cstrace.errors import SnapshotError
 from cstrace.memory.elf import format_uuid, load_elf, normalize_uuid, uuid_matches
-from tests.integration.elfgen import ET_DYN, executable, relocatable
+from tests.integration.elfgen import ET_DYN, executable, kernel_module, relocatable
 
 NOP = bytes.fromhex("00f020e3")  # A32 NOP
 CODE = NOP * 3 + bytes.fromhex("feffffea")  # ... b .
@@ -47,6 +47,30 @@ def test_kernel_module_sections_are_laid_out_from_the_base() -> None:
     assert img.elf_type == "ET_REL"
     starts = [(r.start, len(r.data)) for r in img.regions(0xBF00_0000)]
     assert starts == [(0xBF00_0000, 16), (0xBF00_0010, 8)]
+
+
+def test_a_kernel_module_is_laid_out_as_the_kernel_lays_it_out() -> None:
+    # Two distinct symbols called from .text: two PLT veneers and the one the loader adds,
+    # 12 bytes each, aligned to 64; the ftrace trampoline (one veneer) at 64; then .text.
+    text = bytes(range(32))
+    img = load_elf(kernel_module(text, calls=["printk", "printk", "other"]), "mod.ko")
+    assert img.module is not None and img.module.veneers == 2
+    assert img.module.core == (
+        (".plt", 0, 36),
+        (".text.ftrace_trampoline", 64, 12),
+        (".text", 80, 32),
+    )
+    assert img.module.init == ((".init.text", 0, 4),)  # apart: freed after the module's init
+    assert (img.module.anchor, img.module.anchor_offset) == (".text", 80)
+    # The module's own addresses are .text's: .text at 0, the module's first byte before it.
+    assert [(s.address, s.data) for s in img.segments] == [(0, text)]
+    assert img.link_base == -80
+    assert [(r.start, r.data) for r in img.regions(0xFFFF_8000_0100_0000)] == [
+        (0xFFFF_8000_0100_0050, text)
+    ]
+    # A page-aligned .text (as with CFI) goes to the next page whatever the veneers.
+    paged = load_elf(kernel_module(text, text_align=0x1000, calls=["a", "b"]), "mod.ko")
+    assert paged.module is not None and paged.module.anchor_offset == 0x1000
 
 
 def test_64_bit_image() -> None:
@@ -98,3 +122,16 @@ def test_random_damage_never_escapes_as_another_exception() -> None:
             data[rng.randrange(4, len(data))] = rng.randrange(256)
         with contextlib.suppress(SnapshotError):
             load_elf(bytes(data), "fuzz.elf")
+
+
+def test_random_damage_to_a_kernel_module_never_escapes_as_another_exception() -> None:
+    import random
+
+    good = bytearray(kernel_module(bytes(64), calls=["a", "b", "a"], build_id=BUILD_ID))
+    rng = random.Random(28)
+    for _ in range(300):
+        data = bytearray(good)
+        for _ in range(rng.randint(1, 8)):
+            data[rng.randrange(4, len(data))] = rng.randrange(256)
+        with contextlib.suppress(SnapshotError):
+            load_elf(bytes(data), "fuzz.ko")

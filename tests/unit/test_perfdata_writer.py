@@ -155,7 +155,8 @@ def test_header_attribute_and_ids(parsed: Parsed) -> None:
         "<IIQQQQQ", attr
     )
     assert (a_type, a_size, period) == (0x1E, 128, 1)
-    assert sample_type == (1 << 1) | (1 << 2) | (1 << 7) | (1 << 16)  # TID TIME CPU IDENTIFIER
+    # IP (as perf record sets it; no non-sample record carries it) TID TIME CPU IDENTIFIER
+    assert sample_type == 1 | (1 << 1) | (1 << 2) | (1 << 7) | (1 << 16)
     assert flags >> 18 & 1  # sample_id_all
     assert len(ids) == 3 == len(set(ids))  # one per CPU
 

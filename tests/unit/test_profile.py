@@ -12,6 +12,8 @@ import pytest
 from cstrace.analyses.profile import (
     BranchSample,
     BranchSampler,
+    PerfBranch,
+    PerfBranches,
     Profile,
     ProfileCounter,
 )
@@ -20,6 +22,7 @@ from cstrace.elements import (
     Element,
     EoTrace,
     Exception_,
+    ExceptionRet,
     InstrRange,
     InstrSubtype,
     InstrType,
@@ -352,7 +355,8 @@ def test_perf_script_lines_are_perfs() -> None:
         f" PERF_RECORD_MMAP2 0/0: [{BASE:#x}({len(CODE):#x}) @ 0x1000 00:00 0 0]: "
         "r-xp /data/local/tmp/prog"
     )
-    assert lines[1] == "          400010 0x400008/0x400000/P/-/-/0 0x400004/0x40000c/P/-/-/0"
+    # As perf 6.1 prints them: a space, the address in 16 columns, each branch "/"-ended.
+    assert lines[1] == ("           400010 0x400008/0x400000/P/-/-/0/  0x400004/0x40000c/P/-/-/0/ ")
 
 
 def test_branch_samples_are_taken_every_period_and_at_gaps() -> None:
@@ -365,3 +369,50 @@ def test_branch_samples_are_taken_every_period_and_at_gaps() -> None:
     assert samples[2].branches[0] == (0x1010 + DELTA, 0x1020 + DELTA)
     with pytest.raises(ValueError):
         BranchSampler(period=0)
+
+
+def test_perf_branch_samples_as_perf_makes_them() -> None:
+    """perf's cs_etm rules (tools/perf/util/cs-etm.c), on hand-made elements: trace start
+    and end, the branch kinds, an SVC and its return, an interrupt; EO_TRACE is not a
+    discontinuity (perf never flushes the decoder at the end of the data)."""
+    svc, nop = (0xD4000001).to_bytes(4, "little"), (0xD503201F).to_bytes(4, "little")
+
+    def read(address: int, size: int) -> bytes:
+        return svc if address == 0x200C + DELTA else nop
+
+    def at(x: int) -> int:
+        return x + DELTA
+
+    elements: list[Element] = [
+        NoSync(0),
+        TraceOn(0),
+        rng(0x1000, 0x1010, taken=True),  # b
+        rng(0x1020, 0x1028, taken=True, subtype=InstrSubtype.BR_LINK),  # bl
+        rng(0x1100, 0x1104, taken=True, itype=InstrType.BR_INDIRECT, subtype=InstrSubtype.V8_RET),
+        rng(0x2000, 0x2010, itype=InstrType.OTHER),  # ends in the svc at 0x200c
+        Exception_(0, 2, at(0x2010)),  # call: the instruction before is an svc
+        rng(0x3000, 0x3008, itype=InstrType.OTHER),
+        ExceptionRet(0),  # eret back after the svc
+        rng(0x2010, 0x2014, itype=InstrType.OTHER),
+        Exception_(0, 14, at(0x2014)),  # IRQ
+        rng(0x4000, 0x4004, itype=InstrType.BR),  # a conditional branch, not taken
+        EoTrace(0),
+    ]
+    elements[11].last_cond = True  # type: ignore[attr-defined]
+    got = [(b.name, b.ip, b.addr) for b in PerfBranches("etmv4").samples(elements, read)]
+    assert got == [
+        ("tr strt", 0, at(0x1000)),
+        ("jmp", at(0x100C), at(0x1020)),
+        ("call", at(0x1024), at(0x1100)),
+        ("return", at(0x1100), at(0x2000)),
+        ("syscall", at(0x200C), at(0x3000)),
+        ("sysret", at(0x3004), at(0x2010)),
+        ("hw int", at(0x2010), at(0x4000)),
+    ]
+    # A new buffer: its NO_SYNC ends the last one's trace, a jcc that was not taken.
+    more = list(PerfBranches("etmv4").samples([*elements, NoSync(0)], read))
+    assert (more[-1].name, more[-1].ip, more[-1].addr) == ("tr end jcc", at(0x4000), 0)
+    # ETE: perf 6.1 gives its exceptions no kind; ETMv3 numbers its SVC 10.
+    ete = [b.name for b in PerfBranches("ete").samples(elements, read)]
+    assert ete[4] == "" and ete[6] == ""
+    assert PerfBranch(0, 0, 0x1 | 0x2 | 0x200).name == "tr end call"

@@ -37,6 +37,11 @@ tools:
 Counting first aggregates the links of the raw elements (run-time addresses
 and the context ID they ran in), then resolves each distinct one once, so the
 cost per element is a few comparisons and one dictionary update.
+
+:class:`PerfBranches` gives, from the same elements, the branch samples Linux
+perf's cs_etm decoder synthesises (``perf script --itrace=b``, with the flags
+``-F flags`` prints), so that perf can judge the decode: the tests compare them
+with perf's own.
 """
 
 from __future__ import annotations
@@ -54,7 +59,9 @@ from cstrace.elements import (
     Element,
     EoTrace,
     Exception_,
+    ExceptionRet,
     InstrRange,
+    InstrSubtype,
     InstrType,
     Isa,
     NoSync,
@@ -76,9 +83,12 @@ from cstrace.protocols import DecodeOptions
 from cstrace.trace import Image, Trace
 
 __all__ = [
+    "PERF_FLAG_NAMES",
     "BinaryProfile",
     "BranchSample",
     "BranchSampler",
+    "PerfBranch",
+    "PerfBranches",
     "Profile",
     "ProfileCounter",
     "image_resolver",
@@ -178,9 +188,10 @@ class Profile:
 
 
 # One link between a range and what followed it, in run-time addresses.
-# (trace ID, context ID, ISA, start, end, last size, how it ends, exception after it,
-#  next start or _NO_NEXT, context ID of the next range, start of its fall-through run)
-_Link = tuple[int, int | None, int, int, int, int, int, bool, int, int | None, int]
+# (trace ID, event-log time of the range, context ID, ISA, start, end, last size, how it
+#  ends, exception after it, next start or _NO_NEXT, context ID of the next range, start of
+#  its fall-through run)
+_Link = tuple[int, int | None, int | None, int, int, int, int, int, bool, int, int | None, int]
 
 
 class _Track:
@@ -190,7 +201,8 @@ class _Track:
 
     def __init__(self) -> None:
         self.ctx: int | None = None
-        self.prev: tuple[int | None, int, int, int, int, int] | None = None
+        # (time, context, isa, start, end, last size, how it ends)
+        self.prev: tuple[int | None, int | None, int, int, int, int, int] | None = None
         self.exc = False
         self.chain = 0
 
@@ -207,7 +219,9 @@ class ProfileCounter:
     Feed each trace source's elements in decode order with :meth:`feed` (or
     :meth:`feed_batch`); several calls for one trace ID continue its stream.
     :meth:`profile` resolves the counts through ``resolver`` into a
-    :class:`Profile`.
+    :class:`Profile`, each range in the binaries mapped at the event-log time
+    it was fed with (a recording's buffer time: after an exec, the new
+    program's; None: as the resolver sees a trace without time).
     """
 
     def __init__(self, resolver: BinaryResolver) -> None:
@@ -221,8 +235,9 @@ class ProfileCounter:
             track = self._tracks[trace_id] = _Track()
         return track
 
-    def feed(self, trace_id: int, elements: Iterable[Element]) -> None:
-        """Count the elements of the source ``trace_id`` (continuing its earlier ones)."""
+    def feed(self, trace_id: int, elements: Iterable[Element], time: int | None = None) -> None:
+        """Count the elements of the source ``trace_id`` (continuing its earlier ones), which
+        ran at event-log ``time`` (the time of their buffer, if the input gives one)."""
         track = self._track(trace_id)
         links = self._links
         ctx = track.ctx
@@ -236,12 +251,12 @@ class ProfileCounter:
                 start = elem.start
                 if prev is not None:
                     links[(trace_id, *prev, exc, start, ctx, chain)] += 1
-                    # prev: (context, isa, start, end, last size, how it ends)
-                    if exc or prev[5] != _FALLS or prev[3] != start:
+                    # prev: (time, context, isa, start, end, last size, how it ends)
+                    if exc or prev[6] != _FALLS or prev[4] != start:
                         chain = start
                 else:
                     chain = start
-                prev = (ctx, int(elem.isa), start, elem.end, elem.last_size, _ends(elem))
+                prev = (time, ctx, int(elem.isa), start, elem.end, elem.last_size, _ends(elem))
                 exc = False
             elif kind is PEContext:
                 assert isinstance(elem, PEContext)
@@ -282,18 +297,22 @@ class ProfileCounter:
 def _resolve(links: Counter[_Link], resolver: BinaryResolver) -> Profile:
     """Turn aggregated links into per-binary counts in link-time addresses."""
     out = Profile()
-    cache: dict[tuple[int, int | None, int], Mapping | None] = {}
+    cache: dict[tuple[int, int | None, int, int | None], Mapping | None] = {}
 
-    def find(address: int, ctx: int | None, trace_id: int) -> Mapping | None:
-        key = (address, ctx, trace_id)
+    def find(address: int, ctx: int | None, trace_id: int, time: int | None) -> Mapping | None:
+        key = (address, ctx, trace_id, time)
         if key in cache:
             return cache[key]
-        got = cache[key] = resolver.find(address, ctx, trace_id)
+        if time is None:
+            got = resolver.find(address, ctx, trace_id)  # (resolvers without time)
+        else:
+            got = resolver.find(address, ctx, trace_id, time)
+        cache[key] = got
         return got
 
     for link, count in links.items():
-        trace_id, ctx, isa, start, end, size, ends, exc, nxt, nctx, chain = link
-        m = find(start, ctx, trace_id)
+        trace_id, time, ctx, isa, start, end, size, ends, exc, nxt, nctx, chain = link
+        m = find(start, ctx, trace_id, time)
         if m is None:
             out.unmapped += count
             continue
@@ -302,7 +321,7 @@ def _resolve(links: Counter[_Link], resolver: BinaryResolver) -> Profile:
         b_start = m.binary_address(start)
         b_last = m.binary_address(last)
         prof.ranges[(b_start, b_last)] += count
-        nm = find(nxt, nctx, trace_id) if nxt != _NO_NEXT else None
+        nm = find(nxt, nctx, trace_id, time) if nxt != _NO_NEXT else None
         # simpleperf's branches
         if ends == _DIRECT:
             if nm is not None:
@@ -322,7 +341,7 @@ def _resolve(links: Counter[_Link], resolver: BinaryResolver) -> Profile:
                 out.external[key] += count
                 out.binary(nm.binary)
         if taken or nxt == _NO_NEXT or nxt != end:
-            cm = m if chain in m else find(chain, ctx, trace_id)
+            cm = m if chain in m else find(chain, ctx, trace_id, time)
             if cm is not None and cm.binary is m.binary:
                 prof.fallthroughs[(cm.binary_address(chain), b_last)] += count
     return out
@@ -438,6 +457,208 @@ def _instr_address(elem: InstrRange, index: int) -> int:
     return elem.start + index * step
 
 
+# -- perf's branch samples (perf script --itrace=b) --------------------------------------------
+
+# PERF_IP_FLAG_* (tools/perf/util/event.h)
+_F_BRANCH = 1 << 0
+_F_CALL = 1 << 1
+_F_RETURN = 1 << 2
+_F_CONDITIONAL = 1 << 3
+_F_SYSCALLRET = 1 << 4
+_F_ASYNC = 1 << 5
+_F_INTERRUPT = 1 << 6
+_F_TRACE_BEGIN = 1 << 8
+_F_TRACE_END = 1 << 9
+
+PERF_FLAG_NAMES: dict[int, str] = {
+    _F_BRANCH | _F_CALL: "call",
+    _F_BRANCH | _F_RETURN: "return",
+    _F_BRANCH | _F_CONDITIONAL: "jcc",
+    _F_BRANCH: "jmp",
+    _F_BRANCH | _F_CALL | _F_INTERRUPT: "int",
+    _F_BRANCH | _F_RETURN | _F_INTERRUPT: "iret",
+    _F_BRANCH | _F_CALL | _F_SYSCALLRET: "syscall",
+    _F_BRANCH | _F_RETURN | _F_SYSCALLRET: "sysret",
+    _F_BRANCH | _F_ASYNC: "async",
+    _F_BRANCH | _F_CALL | _F_ASYNC | _F_INTERRUPT: "hw int",
+    _F_BRANCH | _F_TRACE_BEGIN: "tr strt",
+    _F_BRANCH | _F_TRACE_END: "tr end",
+}
+"""perf's names of branch-sample flags (``perf script -F flags``), by PERF_IP_FLAG_* bits."""
+
+_FLAG_CHARS = "bcrosyiABExgh"  # PERF_IP_FLAG_CHARS, one per bit from bit 0
+
+# Exception numbers as the trace units give them (perf's CS_ETMV3_EXC_* and CS_ETMV4_EXC_*).
+_V3_ASYNC = {1, 4, 8, 14, 15}  # debug halt, async data abort, PE reset, IRQ, FIQ
+_V3_SYNC = {2, 3, 5, 9, 11, 12, 13}  # SMC, HYP, Jazelle, undefined, aborts, generic
+_V3_SVC = 10
+_V4_ASYNC = {0, 1, 4, 6, 7, 14, 15}  # reset, debug halt, SError, debug, IRQ, FIQ
+_V4_SYNC = {3, 10, 11, 12}  # trap, alignment, instruction and data faults
+_V4_CALL = 2  # SVC, HVC or SMC: SVC when the instruction before says so
+_V4_LAST = 31
+
+
+@dataclass(frozen=True, slots=True)
+class PerfBranch:
+    """A branch sample as perf synthesises it: from ``ip`` (0 at a trace start) to ``addr``
+    (0 at a trace end), with PERF_IP_FLAG_* ``flags``."""
+
+    ip: int
+    addr: int
+    flags: int
+
+    @property
+    def name(self) -> str:
+        """The flags as ``perf script -F flags`` prints them (words one space apart)."""
+        name = PERF_FLAG_NAMES.get(self.flags)
+        if name is not None:
+            return name
+        for bit, prefix in ((_F_TRACE_BEGIN, "tr strt"), (_F_TRACE_END, "tr end")):
+            if self.flags & bit:
+                inner = PERF_FLAG_NAMES.get(self.flags & ~bit)
+                if inner is not None:
+                    return f"{prefix} {inner}"
+        return "".join(c for k, c in enumerate(_FLAG_CHARS) if self.flags >> k & 1)
+
+
+class _Packet:
+    """One of perf's cs_etm packets: a range, an exception, a return or a discontinuity."""
+
+    __slots__ = ("elem", "flags", "kind", "number", "taken")
+
+    def __init__(self, kind: str, elem: InstrRange | None = None, number: int = -1) -> None:
+        self.kind = kind
+        self.elem = elem
+        self.number = number
+        self.flags = 0
+        self.taken = bool(elem is not None and elem.last_exec and elem.last_type in _BRANCH_TYPES)
+
+    def first(self) -> int:
+        return self.elem.start if self.elem is not None else 0
+
+    def last(self) -> int:
+        return self.elem.end - self.elem.last_size if self.elem is not None else 0
+
+
+def _is_svc(read: Callable[[int, int], bytes] | None, isa: Isa, end: int) -> bool:
+    """Whether the instruction just before ``end`` is an SVC (perf's ``cs_etm__is_svc_instr``:
+    T32 reads 2 bytes, A32 and A64 4)."""
+    if read is None:
+        return False
+    if isa == Isa.T32:
+        code = read(end - 2, 2)
+        return len(code) == 2 and code[1] == 0xDF
+    code = read(end - 4, 4)
+    if len(code) != 4:
+        return False
+    op = int.from_bytes(code, "little")
+    if isa == Isa.A64:
+        return op & 0xFFE0001F == 0xD4000001
+    return op & 0x0F000000 == 0x0F000000 and op & 0xF0000000 != 0xF0000000
+
+
+def _range_flags(elem: InstrRange) -> int:
+    """The flags of a range's last instruction (perf's ``cs_etm__set_sample_flags``)."""
+    kind, sub = elem.last_type, elem.last_subtype
+    if kind == InstrType.BR:
+        if sub == InstrSubtype.NONE:
+            return _F_BRANCH | (_F_CONDITIONAL if elem.last_cond else 0)
+        if sub == InstrSubtype.BR_LINK:
+            return _F_BRANCH | _F_CALL
+    elif kind == InstrType.BR_INDIRECT:
+        if sub == InstrSubtype.BR_LINK:
+            return _F_BRANCH | _F_CALL
+        if sub in (InstrSubtype.NONE, InstrSubtype.V8_RET, InstrSubtype.V7_IMPLIED_RET):
+            return _F_BRANCH | _F_RETURN
+    return 0
+
+
+class PerfBranches:
+    """The branch samples perf (``perf script --itrace=b``) makes of one trace source.
+
+    Feed the elements of each of the source's buffers in order to :meth:`samples`
+    (one object per source: what the last buffer left pending carries on, as in
+    perf's queue of the source). As perf's ``tools/perf/util/cs-etm.c`` does:
+    ``INSTR_RANGE`` elements are range packets, ``NO_SYNC`` and ``TRACE_ON``
+    discontinuities (``EO_TRACE`` is never one: perf does not ask the decoder to
+    flush at the end of the data), ``EXCEPTION`` and ``EXCEPTION_RET`` exception
+    packets. A sample is made when a range follows a range whose last
+    instruction was a taken branch or was interrupted by an exception (from its
+    last instruction to the new range's first), when a range follows a
+    discontinuity (``tr strt``, from 0), and at a discontinuity after a range
+    (``tr end``, to 0). The flags are the branch's kind (``jmp``, ``jcc``,
+    ``call``, ``return``), or the exception's (``syscall`` for an SVC, ``hw int``
+    for an asynchronous one, ``int`` for a synchronous one, ``iret`` or
+    ``sysret`` for a return), as perf classifies them by the trace unit's
+    exception numbers (``protocol``: ``etmv3`` and ``ptm`` use ETMv3's, ``etmv4``
+    ETMv4's; perf 6.1 gives ETE's exceptions no kind).
+    """
+
+    def __init__(self, protocol: str) -> None:
+        self.protocol = protocol
+        self._prev = _Packet("empty")
+
+    def samples(
+        self, elements: Iterable[Element], read: Callable[[int, int], bytes] | None = None
+    ) -> Iterator[PerfBranch]:
+        """The samples of ``elements`` (after those fed before); ``read`` reads code, for
+        telling an SVC (without it, none is)."""
+        v3 = self.protocol in ("etmv3", "ptm")
+        v4 = self.protocol == "etmv4"
+        yield from self._walk(elements, read, v3, v4)
+
+    def _walk(
+        self,
+        elements: Iterable[Element],
+        read: Callable[[int, int], bytes] | None,
+        v3: bool,
+        v4: bool,
+    ) -> Iterator[PerfBranch]:
+        prev = self._prev
+        for elem in elements:
+            kind = type(elem)
+            if kind is InstrRange:
+                assert isinstance(elem, InstrRange)
+                packet = _Packet("range", elem)
+                packet.flags = _range_flags(elem)
+                if prev.kind == "gap":
+                    prev.flags |= _F_BRANCH | _F_TRACE_BEGIN
+                if prev.flags == _F_BRANCH | _F_RETURN | _F_INTERRUPT and _is_svc(
+                    read, elem.isa, elem.start
+                ):
+                    prev.flags = _F_BRANCH | _F_RETURN | _F_SYSCALLRET
+                if prev.kind == "gap" or (prev.kind == "range" and prev.taken):
+                    yield PerfBranch(prev.last(), packet.first(), prev.flags)
+                prev = packet
+            elif kind is Exception_:
+                assert isinstance(elem, Exception_)
+                number = elem.number
+                flags = 0
+                isa = prev.elem.isa if prev.elem is not None else Isa.A64
+                svc = prev.kind == "range" and _is_svc(read, isa, prev.elem.end if prev.elem else 0)
+                if (v3 and number == _V3_SVC) or (v4 and number == _V4_CALL and svc):
+                    flags = _F_BRANCH | _F_CALL | _F_SYSCALLRET
+                elif (v3 and number in _V3_ASYNC) or (v4 and number in _V4_ASYNC):
+                    flags = _F_BRANCH | _F_CALL | _F_ASYNC | _F_INTERRUPT
+                elif (v3 and number in _V3_SYNC) or (
+                    v4 and (number in _V4_SYNC or number == _V4_CALL or 15 < number <= _V4_LAST)
+                ):
+                    flags = _F_BRANCH | _F_CALL | _F_INTERRUPT
+                if prev.kind == "range":
+                    prev.flags = flags
+                    prev.taken = True
+            elif kind is ExceptionRet:
+                if prev.kind == "range":
+                    prev.flags = _F_BRANCH | _F_RETURN | _F_INTERRUPT
+                    prev.taken = True
+            elif kind is NoSync or kind is TraceOn:
+                if prev.kind == "range":
+                    prev.flags |= _F_BRANCH | _F_TRACE_END
+                    yield PerfBranch(prev.last(), 0, prev.flags)
+                prev = _Packet("gap")
+            self._prev = prev
+
+
 # -- traces -----------------------------------------------------------------------------------
 
 
@@ -551,5 +772,5 @@ def profile_trace(
     session = Session(trace, options)
     counter = ProfileCounter(resolver if resolver is not None else resolver_for(trace))
     for run in session.runs(buffers):
-        counter.feed(run.trace_id, run.elements())
+        counter.feed(run.trace_id, run.elements(), run.buffer.time)
     return counter.profile()

@@ -12,6 +12,10 @@ system, ``/data/local/tmp/app``) and its build ID, and where to look
 - a root folder the traced system's files are under (``--symfs ROOT``):
   ``ROOT/<path>``.
 
+A kernel module that ``perf record`` names by its module name (``[rq_stats]``,
+when perf did not find its file on the traced system) is looked for as
+``rq_stats.ko`` (and with ``-`` for ``_``, as module file names may have it).
+
 Output: :meth:`ImageSearch.find` gives a :class:`FoundImage` (the file, where it
 was found, its build ID) or None. With a build ID, only a file with that build
 ID is taken; one with the right name but another build ID is remembered
@@ -155,6 +159,19 @@ def read_build_id(path: str | Path) -> bytes | None:
     return None
 
 
+def _module_name(name: str) -> str | None:
+    """``rq_stats`` of a kernel module named as perf names one it found no file for,
+    ``[rq_stats]``; None for other names (``[kernel.kallsyms]``, ``[vdso]``, paths)."""
+    if len(name) > 2 and name[0] == "[" and name[-1] == "]":
+        inner = name[1:-1]
+        if inner and all(c.isalnum() or c in "_-" for c in inner) and inner not in _NOT_MODULES:
+            return inner
+    return None
+
+
+_NOT_MODULES = frozenset({"vdso", "vsyscall", "vectors", "sigpage", "stack", "heap", "uprobes"})
+
+
 @dataclass(frozen=True)
 class SymbolPaths:
     """Where to look for images: symbol folders, a file system root, perf's build-ID cache."""
@@ -244,6 +261,14 @@ class ImageSearch:
     def find(self, name: str, build_id: bytes | None) -> FoundImage | None:
         """The file for image ``name`` (a path on the traced system) with ``build_id``."""
         base = name.replace("\\", "/").rsplit("/", 1)[-1]
+        module = _module_name(name)
+        if module is not None and self.paths.symdirs:
+            index = self._index()
+            for file_name in dict.fromkeys((f"{module}.ko", f"{module.replace('_', '-')}.ko")):
+                for p in index.get(file_name, []):
+                    got = self._accept(name, p, build_id, "symdir")
+                    if got is not None:
+                        return got
         if name == "vmlinux" and self.paths.vmlinux:
             p = Path(self.paths.vmlinux)
             got = self._accept(name, p, build_id, "--vmlinux") if p.is_file() else None

@@ -8,10 +8,12 @@ trace gives (a run-time address in some process) into an address of a
 and compilers speak).
 
 The seam is :class:`BinaryResolver`: one method, ``find(address, context_id,
-trace_id)``, returning the :class:`Mapping` that holds ``address`` in the
+trace_id, time)``, returning the :class:`Mapping` that holds ``address`` in the
 address space the trace is in (``context_id`` is the traced CONTEXTIDR value,
 which Linux sets to the thread ID; ``trace_id`` tells which trace source, hence
-which CPU, asked), or None. An input adapter that knows the processes' memory
+which CPU, asked; ``time``, when known, the event-log time the code ran at, for
+inputs whose address spaces change: after an exec the same address is another
+program), or None. An input adapter that knows the processes' memory
 maps (perf.data's MMAP2 records) makes its mappings with
 :meth:`Mapping.from_file_offset` from (start, end, file offset of start, binary)
 and answers ``find`` from them; :func:`image_resolver` answers it from a
@@ -170,8 +172,11 @@ class Mapping:
 class BinaryResolver(Protocol):
     """Finds the binary mapped at an address of a traced address space (see the module doc)."""
 
-    def find(self, address: int, context_id: int | None, trace_id: int) -> Mapping | None:
-        """The mapping holding ``address`` for the context ``context_id`` seen by ``trace_id``."""
+    def find(
+        self, address: int, context_id: int | None, trace_id: int, time: int | None = None
+    ) -> Mapping | None:
+        """The mapping holding ``address`` for the context ``context_id`` seen by ``trace_id``
+        (at event-log ``time``; None: unknown)."""
         ...
 
 
@@ -199,8 +204,11 @@ class StaticResolver:
             out.extend(sorted_maps.maps)
         return out
 
-    def find(self, address: int, context_id: int | None, trace_id: int) -> Mapping | None:
-        """The mapping holding ``address``: the context's own first, then the global ones."""
+    def find(
+        self, address: int, context_id: int | None, trace_id: int, time: int | None = None
+    ) -> Mapping | None:
+        """The mapping holding ``address``: the context's own first, then the global ones
+        (the same at every ``time``)."""
         if context_id is not None and self._contexts:
             own = self._contexts.get(context_id)
             if own is not None:

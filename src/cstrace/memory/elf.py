@@ -12,6 +12,24 @@ have no segments: their executable sections are laid out one after another
 from address 0 with their alignment, as a loader would place them; relocations
 are not applied.
 
+A Linux kernel module (a relocatable object with a ``.modinfo`` or
+``.gnu.linkonce.this_module`` section) is laid out as the kernel's module
+loader lays out its core memory (``layout_sections`` in ``kernel/module``):
+the executable sections first, in section-table order, each at the next
+multiple of its alignment, leaving out those whose name starts with ``.init``
+(they go to a separate allocation, freed after the module's init: they are
+kept in :attr:`ModuleLayout.init` and not mapped). The sections the loader sizes
+itself are given the size it gives them: on AArch64 the ``.plt`` holds one
+12-byte veneer per distinct branch (``R_AARCH64_CALL26``/``JUMP26``) to a
+symbol outside the branch's section, plus one, aligned to 64 bytes, and
+``.text.ftrace_trampoline`` one veneer (``module_frob_arch_sections``, with
+KASLR). A module's addresses are its own: the addresses its symbols have,
+``.text``'s being offsets in ``.text`` (simpleperf's ``inject`` speaks of a
+module in these): the whole layout is moved so that ``.text`` (the *anchor*)
+is at its section address, and :attr:`ElfImage.link_base` is where the module's
+first byte then is (before ``.text``, so below 0 for a module whose ``.text`` is
+at 0). :class:`ModuleLayout` says where each section went.
+
 An image is identified by its GNU build ID (the ``NT_GNU_BUILD_ID`` note),
 which serves as the UUID of the metadata requirements §5.5.2 ("some kind of
 unique identifier or hash that can be assumed to change if the image contents
@@ -27,6 +45,7 @@ from __future__ import annotations
 import io
 import uuid as uuid_mod
 from dataclasses import dataclass, field
+from typing import Any
 
 from cstrace.elements import MemSpace
 from cstrace.errors import SnapshotError
@@ -36,6 +55,7 @@ __all__ = [
     "ElfImage",
     "ElfSegment",
     "LoadSegment",
+    "ModuleLayout",
     "format_uuid",
     "load_elf",
     "normalize_uuid",
@@ -46,6 +66,13 @@ _MAGIC = b"\x7fELF"
 _PF_X = 0x1
 _SHF_ALLOC = 0x2
 _SHF_EXECINSTR = 0x4
+_MODULE_MARKS = (".modinfo", ".gnu.linkonce.this_module")
+_INIT_PREFIX = ".init"
+_A64_VENEER = 12  # struct plt_entry: adrp x16; add x16, x16; br x16
+_A64_PLT_ALIGN = 64  # L1_CACHE_BYTES
+_R_AARCH64_JUMP26 = 282
+_R_AARCH64_CALL26 = 283
+_MAX_RELOCATIONS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -71,6 +98,32 @@ class LoadSegment:
     """``PF_X`` is set."""
 
 
+@dataclass(frozen=True)
+class ModuleLayout:
+    """Where a kernel module's executable sections go in its memory (see the module doc).
+
+    Offsets are from the start of the module's core memory (what ``/proc/modules``
+    and a recording's MMAP record give as its address), or, for :attr:`init`, of
+    its init memory.
+    """
+
+    anchor: str
+    """The section the module's own addresses follow (``.text``)."""
+    anchor_offset: int
+    """Where the anchor lies in the core memory, as laid out here."""
+    anchor_address: int
+    """The anchor's section address (``sh_addr``, 0 in a module)."""
+    core: tuple[tuple[str, int, int], ...]
+    """(name, offset, size) of each executable section of the core memory, in order."""
+    init: tuple[tuple[str, int, int], ...]
+    """(name, offset, size) of the ``.init`` executable sections, in their own memory."""
+    veneers: int | None
+    """The AArch64 PLT veneers counted for ``.plt`` (None: not an AArch64 module)."""
+    functions: tuple[tuple[str, int], ...] = ()
+    """(name, own address) of the functions defined in the anchor section: a running
+    kernel's symbol list (kallsyms) places the module by any of them."""
+
+
 @dataclass
 class ElfImage:
     """The code of an ELF file, with what identifies it."""
@@ -87,6 +140,8 @@ class ElfImage:
     """Lowest link address of any loadable part of the file (code or not)."""
     loads: list[LoadSegment] = field(default_factory=list)
     """The ``PT_LOAD`` program headers in file order (none for a relocatable object)."""
+    module: ModuleLayout | None = None
+    """A kernel module's layout (None for anything else)."""
 
     def file_offset(self, address: int) -> int | None:
         """The file offset of link ``address`` (None when no file bytes of a ``PT_LOAD``
@@ -201,7 +256,11 @@ def load_elf(data: bytes, name: str = "<elf>") -> ElfImage:
         if elf_type in ("ET_EXEC", "ET_DYN"):
             _load_segments(elf, image, len(data))
         elif elf_type == "ET_REL":
-            _load_sections(elf, image, len(data))
+            names = {sec.name for sec in elf.iter_sections()}
+            if names & set(_MODULE_MARKS):
+                _load_module(elf, image, len(data))
+            else:
+                _load_sections(elf, image, len(data))
         else:
             raise _bad(name, f"type {elf_type} has no code to load")
     except SnapshotError:
@@ -260,6 +319,128 @@ def _load_sections(elf: object, image: ElfImage, size: int) -> None:
         address = (address + align - 1) // align * align
         image.segments.append(ElfSegment(address, bytes(sec.data()), sec.name))
         address += length
+
+
+def _veneers(elf: object, text_sections: set[int]) -> int:
+    """AArch64 PLT veneers a module's core code needs: its ``CALL26``/``JUMP26``
+    relocations to a symbol outside the section they patch, distinct (symbol, addend)
+    pairs counted once per section (``count_plts`` of the kernel's ``module-plts.c``)."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.relocation import RelocationSection
+
+    assert isinstance(elf, ELFFile)
+    total = 0
+    seen = 0
+    for sec in elf.iter_sections():
+        if not isinstance(sec, RelocationSection) or not sec.is_RELA():
+            continue
+        target = int(sec["sh_info"])
+        if target not in text_sections:
+            continue
+        symtab: Any = elf.get_section(int(sec["sh_link"]))
+        pairs: set[tuple[int, int]] = set()
+        for rel in sec.iter_relocations():
+            seen += 1
+            if seen > _MAX_RELOCATIONS:
+                return total
+            if int(rel["r_info_type"]) not in (_R_AARCH64_JUMP26, _R_AARCH64_CALL26):
+                continue
+            index = int(rel["r_info_sym"])
+            try:
+                shndx = symtab.get_symbol(index)["st_shndx"]
+            except (AttributeError, IndexError, KeyError):
+                continue
+            if shndx == target:
+                continue  # within the section: the branch reaches it
+            addend = int(rel["r_addend"])
+            if addend != 0:
+                total += 1
+            elif (index, addend) not in pairs:
+                pairs.add((index, addend))
+                total += 1
+    return total
+
+
+def _load_module(elf: object, image: ElfImage, size: int) -> None:
+    """Lay a kernel module's executable sections out as the kernel's loader does."""
+    from elftools.elf.elffile import ELFFile
+
+    assert isinstance(elf, ELFFile)
+    execs = []
+    core_indices: set[int] = set()
+    for index, sec in enumerate(elf.iter_sections()):
+        flags = int(sec["sh_flags"])
+        if (flags & (_SHF_ALLOC | _SHF_EXECINSTR)) != (_SHF_ALLOC | _SHF_EXECINSTR):
+            continue
+        execs.append((index, sec))
+        if not sec.name.startswith(_INIT_PREFIX):
+            core_indices.add(index)
+    a64 = image.machine == "EM_AARCH64"
+    veneers = _veneers(elf, core_indices) if a64 else None
+    init_veneers = _veneers(elf, {i for i, _ in execs} - core_indices) if a64 else None
+
+    def sized(sec: Any) -> tuple[int, int]:
+        """(size, alignment) the loader gives a section."""
+        length = int(sec["sh_size"])
+        align = max(int(sec["sh_addralign"]), 1)
+        if a64 and sec["sh_type"] == "SHT_NOBITS":
+            if sec.name == ".plt":
+                return ((veneers or 0) + 1) * _A64_VENEER, _A64_PLT_ALIGN
+            if sec.name == ".init.plt":
+                return ((init_veneers or 0) + 1) * _A64_VENEER, _A64_PLT_ALIGN
+            if sec.name == ".text.ftrace_trampoline":
+                return _A64_VENEER, _A64_PLT_ALIGN
+        return length, align
+
+    core: list[tuple[str, int, int, Any, int]] = []
+    init: list[tuple[str, int, int, Any, int]] = []
+    ends = {"core": 0, "init": 0}
+    for index, sec in execs:
+        part = "core" if index in core_indices else "init"
+        length, align = sized(sec)
+        at = (ends[part] + align - 1) // align * align
+        ends[part] = at + length
+        (core if part == "core" else init).append((sec.name, at, length, sec, index))
+    code = [c for c in core if c[3]["sh_type"] == "SHT_PROGBITS" and c[2] > 0]
+    anchor = next((c for c in code if c[0] == ".text"), code[0] if code else None)
+    if anchor is None:
+        image.load_base = 0
+        image.module = ModuleLayout("", 0, 0, (), (), veneers)
+        return
+    anchor_address = int(anchor[3]["sh_addr"])
+    shift = anchor_address - anchor[1]  # layout offset -> the module's own address
+    for name, at, length, sec, _index in code:
+        off = int(sec["sh_offset"])
+        if off + length > size:
+            raise _bad(image.name, f"section {name} ends past the end of the file", off)
+        image.segments.append(ElfSegment(at + shift, bytes(sec.data()), name))
+    image.load_base = shift
+    image.module = ModuleLayout(
+        anchor[0],
+        anchor[1],
+        anchor_address,
+        tuple((n, at, ln) for n, at, ln, _, _ in core),
+        tuple((n, at, ln) for n, at, ln, _, _ in init),
+        veneers,
+        _functions_in(elf, anchor[4], anchor_address),
+    )
+
+
+def _functions_in(elf: object, section: int, address: int) -> tuple[tuple[str, int], ...]:
+    """(name, address) of the functions a relocatable object defines in ``section``, which
+    is at ``address`` (their values are offsets in it)."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+
+    assert isinstance(elf, ELFFile)
+    out: dict[str, int] = {}
+    for sec in elf.iter_sections():
+        if not isinstance(sec, SymbolTableSection):
+            continue
+        for sym in sec.iter_symbols():
+            if sym["st_shndx"] == section and sym["st_info"]["type"] == "STT_FUNC" and sym.name:
+                out.setdefault(sym.name, address + int(sym["st_value"]))
+    return tuple(out.items())
 
 
 def _build_id(elf: object) -> bytes | None:

@@ -14,6 +14,9 @@ every address space, and how the trace names processes (CONTEXTIDR ``pid``,
 - :meth:`~ImageLocator.count_missing` locates an address the decoder could
   not read and counts it against its image when that image's file was not
   found: :meth:`~ImageLocator.missing_images` lists them with their counts;
+  when the file was found but the address is in none of its code (an image
+  placed where it was not, such as a kernel module laid out otherwise than the
+  kernel did), against that file: :meth:`~ImageLocator.missed_images`;
 - :class:`LogBinaries` answers the profiles' seam
   (:class:`~cstrace.memory.binaries.BinaryResolver`) from the same log.
 
@@ -36,7 +39,14 @@ from cstrace.memory.elf import ElfImage
 from cstrace.memory.events import EventLog, ProcessEvent
 from cstrace.memory.spaces import KERNEL_PID, ImageResolver, StaticMapping, Timeline
 
-__all__ = ["GlobalImage", "ImageLocator", "Location", "LogBinaries", "MissingImage"]
+__all__ = [
+    "GlobalImage",
+    "ImageLocator",
+    "Location",
+    "LogBinaries",
+    "MissedImage",
+    "MissingImage",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +73,17 @@ class MissingImage:
 
     image: str
     build_id: str | None
+    addresses: int
+
+
+@dataclass(frozen=True, slots=True)
+class MissedImage:
+    """An image whose file was found, and how many trace addresses in its mapping missed
+    its code."""
+
+    image: str
+    build_id: str | None
+    file: str
     addresses: int
 
 
@@ -119,6 +140,9 @@ class ImageLocator:
         self._global: list[_Span] | None = None
         self.missing: Counter[tuple[str, str | None]] = Counter()
         """Addresses counted against images whose file was not found, by (name, build ID)."""
+        self.missed: Counter[tuple[str, str | None, str]] = Counter()
+        """Addresses in the mapping of an image whose file was found that are in none of its
+        code, by (name, build ID, file)."""
 
     # -- processes --
 
@@ -235,7 +259,11 @@ class ImageLocator:
         k = bisect_right(starts, address) - 1
         if k < 0 or address >= spans[k].end:
             return None
-        sp = spans[k]
+        return self._location_in(spans[k], address)
+
+    @staticmethod
+    def _location_in(sp: _Span, address: int) -> Location:
+        """Where ``address`` of the span ``sp`` is in its image."""
         got = sp.got
         base = sp.base
         if isinstance(got, ElfImage):
@@ -271,6 +299,20 @@ class ImageLocator:
         assert loc is not None
         return spans[k].start, spans[k].end, loc, spans[k].got
 
+    def mapped(self) -> list[tuple[int, int, int, Location, ElfImage | bytes | None]]:
+        """Every image mapping of the log, as it first appears: (process, start, end, where
+        its start is in the image, the image's contents or None), in the log's order."""
+        out: list[tuple[int, int, int, Location, ElfImage | bytes | None]] = []
+        for iv in self._timeline.intervals:
+            value = iv.value
+            if iv.kind != "map" or not isinstance(value, ProcessEvent):
+                continue
+            got = self._load(iv.serial, value)
+            name = value.image or value.uuid or "?"
+            for sp in self._spans_of(name, value.uuid, value.base, value.size, got):
+                out.append((value.pid, sp.start, sp.end, self._location_in(sp, sp.start), got))
+        return out
+
     def processes(self) -> list[int]:
         """The processes the log maps images in, in the order they first appear."""
         seen: dict[int, None] = {}
@@ -281,12 +323,21 @@ class ImageLocator:
 
     def count_missing(self, pid: int | None, address: int, time: int | None = None) -> bool:
         """Count ``address`` (one the decoder could not read) against its image if that
-        image's file was not found; whether it was counted."""
-        loc = self.locate(pid, address, time)
-        if loc is None or loc.file is not None:
+        image's file was not found, or against the file found when the address is in none
+        of its code; whether it was counted."""
+        got = self.mapping(pid, address, time)
+        if got is None:
             return False
-        self.missing[(loc.image, loc.build_id)] += 1
-        return True
+        loc, contents = got[2], got[3]
+        if loc.file is None:
+            self.missing[(loc.image, loc.build_id)] += 1
+            return True
+        if isinstance(contents, ElfImage) and loc.address is not None:
+            link = loc.address
+            if not any(s.address <= link < s.address + len(s.data) for s in contents.segments):
+                self.missed[(loc.image, loc.build_id, loc.file)] += 1
+                return True
+        return False
 
     def missing_images(self) -> list[MissingImage]:
         """The images not found that trace addresses fell in, most addresses first."""
@@ -295,18 +346,28 @@ class ImageLocator:
             for (name, uuid), n in sorted(self.missing.items(), key=lambda kv: (-kv[1], kv[0][0]))
         ]
 
+    def missed_images(self) -> list[MissedImage]:
+        """The images found whose mapping trace addresses fell in outside their code, most
+        addresses first."""
+        return [
+            MissedImage(name, uuid, file, n)
+            for (name, uuid, file), n in sorted(
+                self.missed.items(), key=lambda kv: (-kv[1], kv[0][0])
+            )
+        ]
+
 
 class LogBinaries:
     """The binaries an event log maps, as a :class:`~cstrace.memory.binaries.BinaryResolver`.
 
     For profiles of a recording (``Trace.binaries``): ``find(address,
-    context_id, trace_id)`` takes the process from the traced context ID as
-    the locator's convention says (the thread, through the log's threads);
+    context_id, trace_id, time)`` takes the process from the traced context ID
+    as the locator's convention says (the thread, through the log's threads);
     when the trace gives none (a recording whose process is in the VMID, or no
     context tracing), the kernel's and global images, then each process of the
-    log in turn. Images are taken as each first appears in the log (the seam
-    has no time). A binary whose file was not found has its file offsets as
-    its addresses.
+    log in turn. Images are those mapped at ``time`` (after an exec, the new
+    program's), or, without a time, as each first appears in the log. A binary
+    whose file was not found has its file offsets as its addresses.
     """
 
     def __init__(self, locator: ImageLocator) -> None:
@@ -321,18 +382,51 @@ class LogBinaries:
             binary = self._binaries[key] = Binary(loc.image, loc.build_id, elf)
         return binary
 
-    def find(self, address: int, context_id: int | None, trace_id: int) -> Mapping | None:
-        """The mapping holding ``address`` in the process ``context_id`` names (see above)."""
+    @property
+    def mappings(self) -> list[Mapping]:
+        """The code of every image the log maps, as mappings (for listing them, as the
+        ``PERF_RECORD_MMAP2`` lines of perf-script text): an ELF file's executable
+        segments (a kernel module's code sections), else the whole mapping; each once."""
+        out: list[Mapping] = []
+        seen: set[tuple[int, int, tuple[str, str | None]]] = set()
+        for _pid, start, end, where, contents in self.locator.mapped():
+            binary = self._binary(where, contents)
+            link = where.address if where.address is not None else where.offset
+            delta = start - link
+            pieces = [(start, end)]
+            if isinstance(contents, ElfImage) and contents.loads:
+                pieces = [
+                    (ld.vaddr + delta, ld.vaddr + delta + ld.filesz)
+                    for ld in contents.loads
+                    if ld.executable and ld.filesz
+                ]
+            elif isinstance(contents, ElfImage):
+                pieces = [
+                    (s.address + delta, s.address + delta + len(s.data)) for s in contents.segments
+                ]
+            for lo, hi in pieces:
+                lo, hi = max(lo, start), min(hi, end)
+                key = (lo, hi, binary.key)
+                if lo < hi and key not in seen:
+                    seen.add(key)
+                    out.append(Mapping(lo, hi, binary, delta))
+        return out
+
+    def find(
+        self, address: int, context_id: int | None, trace_id: int, time: int | None = None
+    ) -> Mapping | None:
+        """The mapping holding ``address`` in the process ``context_id`` names at ``time``
+        (see above)."""
         loc = self.locator
         pids: list[int | None] = []
         if context_id is not None and loc.mode in ("tid", "pid"):
-            pid, _tid = loc.thread_of(context_id, None)
+            pid, _tid = loc.thread_of(context_id, None, time)
             if pid is not None:
                 pids.append(pid)
         if not pids:
             pids = [None, *loc.processes()]
         for pid in pids:
-            got = loc.mapping(pid, address)
+            got = loc.mapping(pid, address, time)
             if got is not None:
                 start, end, where, contents = got
                 link = where.address if where.address is not None else where.offset

@@ -26,10 +26,14 @@ records; output: lines of text (without newlines) in each consumer's format:
   binaries, each address is ``buildid:address`` (the binary's build ID; ``X``
   for one without), and branches between binaries are written too.
 - :func:`perf_script_lines`: what ``perf script -F ip,brstack`` prints for
-  the samples ``perf inject --itrace=il`` makes (an instruction address, then
-  the branch stack, newest first, ``0xFROM/0xTO/P/-/-/0``), preceded by one
-  ``PERF_RECORD_MMAP2`` line per binary mapping so that readers can place the
-  run-time addresses.
+  the samples ``perf inject --itrace=il`` makes, character for character as
+  Linux perf 6.1 prints them (the instruction address right-aligned in 16
+  columns after a space, then each branch of the stack, newest first, as
+  `` 0xFROM/0xTO/P/-/-/0/ ``: predicted, not in a transaction, not aborted, no
+  cycle count, no branch type), preceded by one ``PERF_RECORD_MMAP2`` line per
+  mapping of a binary's code (the page it starts in, with its page-aligned file
+  offset), which readers such as llvm-profgen match to a binary's executable
+  segment to place the run-time addresses.
 """
 
 from __future__ import annotations
@@ -161,5 +165,5 @@ def perf_script_lines(
             f"00:00 0 0]: r-xp {m.binary.path}"
         )
     for sample in samples:
-        stack = " ".join(f"{f:#x}/{t:#x}/P/-/-/0" for f, t in sample.branches)
-        yield f"{sample.ip:16x} {stack}".rstrip() if stack else f"{sample.ip:16x}"
+        stack = "".join(f" {f:#x}/{t:#x}/P/-/-/0/ " for f, t in sample.branches)
+        yield f" {sample.ip:16x}{stack}"

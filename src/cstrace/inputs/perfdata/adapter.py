@@ -35,6 +35,11 @@ and its :class:`~cstrace.trace.Trace` (:func:`open_perf_data`):
   the virtual counter, TS_SOURCE 1) becomes the trace's clock.
 - **images**: each image a mapping names, found by build ID and name
   (:mod:`cstrace.inputs.symbols`), at its path on the traced system as its name.
+  A kernel module (a relocatable ELF file, :class:`~cstrace.memory.elf.ModuleLayout`)
+  has its memory at its mapping, laid out as the kernel lays it out, unless the
+  recording says where its code was: simpleperf's FILE2 feature (how far into the
+  module's memory a symbol of its ``.text`` was), or the kallsyms of a ``perf record
+  --kcore`` folder (where the running kernel had one of its functions).
 - **the kernel's code** from a kcore copy (:mod:`.kcore`: a ``perf record
   --kcore`` folder's ``kcore_dir/kcore``, or ``--kcore FILE``): its segments
   are memory at their kernel addresses in every process; the kernel, and each
@@ -44,9 +49,12 @@ and its :class:`~cstrace.trace.Trace` (:func:`open_perf_data`):
   thread ID), ``vmid`` when TRCCONFIGR traces the process as the VMID
   (CONTEXTIDR_EL2, a kernel at EL2), ``pid`` for ETMv3 and PTM.
 
-Problems are located :class:`~cstrace.errors.Issue` records (AUX data the
-file does not hold, a CPU without a trace ID, records cut short); what cannot
-be decoded at all (no cs_etm metadata, no trace) is an
+Problems are located :class:`~cstrace.errors.Issue` records: AUX data the
+file does not hold (a warning per AUX record, with its CPU, AUX offset and
+size; what is there is decoded, and a recording whose trace is all missing
+gives a trace with no buffers and one more warning, as simpleperf's ``inject``
+succeeds on it), a CPU without a trace ID, records cut short. What cannot be
+read as CoreSight trace at all (no cs_etm metadata) is an
 :class:`~cstrace.errors.InputError`.
 """
 
@@ -59,8 +67,14 @@ from cstrace.capture import FRAME_SIZE, demux_frames
 from cstrace.errors import InputError, Issue, IssueKind, Severity
 from cstrace.inputs.files import PathBlob, SliceBlob
 from cstrace.inputs.perfdata.csetm import CS_ETM_AUXTRACE_TYPE, CsEtmInfo, parse_cs_etm_info
-from cstrace.inputs.perfdata.kcore import KernelCore, read_kcore, recording_files
+from cstrace.inputs.perfdata.kcore import (
+    KernelCore,
+    module_symbols,
+    read_kcore,
+    recording_files,
+)
 from cstrace.inputs.perfdata.records import (
+    SIMPLEPERF_KERNEL_MODULE,
     AuxOutputHwIdRecord,
     AuxRecord,
     AuxtraceInfoRecord,
@@ -227,7 +241,12 @@ def _image_name(filename: str) -> str | None:
 class _Log:
     """Builds the event log from the records (see the module docstring)."""
 
-    def __init__(self, bases: dict[tuple[str, str | None], ElfImage | None]) -> None:
+    def __init__(
+        self,
+        bases: dict[tuple[str, str | None], ElfImage | None],
+        placed: dict[str, tuple[int, int]] | None = None,
+        kallsyms: dict[str, list[tuple[int, str]]] | None = None,
+    ) -> None:
         self.events: list[Event] = []
         self.open: dict[int, dict[int, LibraryEvent | ProcessEvent]] = {}
         self.extent: dict[tuple[int, int], tuple[int, int]] = {}
@@ -237,6 +256,11 @@ class _Log:
         """Every thread met, with its process (``threads`` forgets those that ended)."""
         self.declared: set[tuple[int, int]] = set()
         self.elfs = bases
+        self.placed = placed or {}
+        """Kernel module path -> (own address, its offset in the module's memory): where
+        the recording says the module's code was (simpleperf's FILE2)."""
+        self.kallsyms = kallsyms or {}
+        """Module name -> (address, name) of its code symbols in the running kernel."""
 
     def end_maps(self, pid: int, time: int) -> None:
         for e in self.open.pop(pid, {}).values():
@@ -268,6 +292,18 @@ class _Log:
         elf = self.elfs.get((name, build_id))
         if name in _KERNEL_NAMES:
             base = start
+        elif elf is not None and elf.module is not None:
+            # A kernel module: its memory starts at the mapping, laid out as the kernel
+            # lays it out, unless the recording says where its code went.
+            base = start
+            placed = self.placed.get(r.filename)
+            if placed is not None:
+                own, offset = placed
+                base = start + offset - own + elf.link_base
+            else:
+                at = _kallsyms_place(elf, self.kallsyms.get(_module_key(name), []), start, end)
+                if at is not None:
+                    base = at
         elif elf is not None and elf.elf_type == "ET_EXEC":
             base = elf.link_base
         elif elf is not None:
@@ -331,6 +367,28 @@ class _Log:
                     self.thread(tid, pid, time, State.END)
         else:
             self.thread(r.tid, r.pid, time, State.END)
+
+
+def _module_key(name: str) -> str:
+    """The kernel's name of the module file ``name`` (``/x/rq-stats.ko`` or ``[rq_stats]``:
+    ``rq_stats``)."""
+    base = name.rsplit("/", 1)[-1].strip("[]")
+    return base.removesuffix(".ko").replace("-", "_")
+
+
+def _kallsyms_place(
+    elf: ElfImage, symbols: list[tuple[int, str]], start: int, end: int
+) -> int | None:
+    """Where a module's first byte goes for its functions to be where the running
+    kernel's symbol list has them: the first of its code symbols in the mapping that the
+    file defines (None: none)."""
+    if elf.module is None:
+        return None
+    own = dict(elf.module.functions)
+    for address, name in symbols:
+        if start <= address < end and name in own:
+            return address - own[name] + elf.link_base
+    return None
 
 
 def _build_id_of(r: MmapRecord, by_name: dict[tuple[int, str], bytes]) -> str | None:
@@ -446,14 +504,28 @@ def read_recording(path: str | Path, symbols: SymbolPaths | None = None) -> Perf
             img.pids.add(0 if r.pid < 0 else r.pid)
 
     # The event log, and who runs on each CPU over time.
-    log = _Log(elfs)
+    placed = {
+        f.path: (f.min_vaddr, f.offset)
+        for f in pf.simpleperf_files
+        if f.type == SIMPLEPERF_KERNEL_MODULE and f.offset is not None
+    }
+    kallsyms = (
+        module_symbols(kcore.kallsyms) if kcore is not None and kcore.kallsyms is not None else {}
+    )
+    log = _Log(elfs, placed, kallsyms)
     comms: dict[int, str] = {}
     running: dict[int, list[tuple[int, int, int, int]]] = {}  # cpu → (time, order, pid, tid)
     last_time = 0
+    # A recording without time (no PERF_SAMPLE_TIME: perf record --per-thread) is in
+    # the order things happened: that order is its time, so an exec still ends the
+    # maps before it and the AUX data after it sees the new program.
+    untimed = all(r.sample.time is None for r in records)
+    times: dict[int, int] = {}
     for order, r in enumerate(records):
-        t = r.sample.time
+        t = order if untimed else r.sample.time
         time = last_time if t is None else t
         last_time = max(last_time, time)
+        times[id(r)] = time
         if isinstance(r, MmapRecord):
             log.mmap(r, time, _build_id_of(r, by_name))
         elif isinstance(r, CommRecord):
@@ -519,7 +591,7 @@ def read_recording(path: str | Path, symbols: SymbolPaths | None = None) -> Perf
         issues,
         kcore,
     )
-    _pieces(rec, running)
+    _pieces(rec, running, times if untimed else {})
     for piece in rec.pieces:
         if not piece.present:
             continue
@@ -586,8 +658,14 @@ def _context_at(
     return best
 
 
-def _pieces(rec: PerfRecording, running: dict[int, list[tuple[int, int, int, int]]]) -> None:
-    """The AUX pieces of the recording: where each one's bytes are in the file, who ran."""
+def _pieces(
+    rec: PerfRecording,
+    running: dict[int, list[tuple[int, int, int, int]]],
+    times: dict[int, int],
+) -> None:
+    """The AUX pieces of the recording: where each one's bytes are in the file, who ran
+    (``times``: the time of each record, by ``id``, for a recording whose records have
+    none)."""
     name = rec.file.path
     queues: dict[tuple[str, int], list[AuxtraceRecord]] = {}
     for a in rec.auxtrace:
@@ -665,7 +743,7 @@ def _pieces(rec: PerfRecording, running: dict[int, list[tuple[int, int, int, int
             if covered < stop or covered >= end:
                 break
         present = covered - start
-        time = r.sample.time
+        time = times.get(id(r), r.sample.time)
         prev = previous.get(key)
         previous[key] = time if time is not None else prev
         piece = AuxPiece(
@@ -685,7 +763,7 @@ def _pieces(rec: PerfRecording, running: dict[int, list[tuple[int, int, int, int
             where = f"CPU {cpu}" if key[0] == "cpu" else f"thread {key[1]}"
             rec.issues.append(
                 _issue(
-                    Severity.ERROR,
+                    Severity.WARNING,
                     f"the AUX record of {where} says {r.aux_size} bytes of trace at AUX "
                     f"offset {start:#x}; {r.aux_size - present} of them are not in the file"
                     + ("; the rest is decoded" if present else ""),
@@ -795,18 +873,21 @@ def open_perf_data(path: str | Path, symbols: SymbolPaths | None = None) -> Trac
             )
         )
     if not buffers:
-        # Where the trace should have been: the first AUX (or AUXTRACE) record, else the
-        # data section.
+        # Nothing to decode is a result (an empty one): say why, where the trace should
+        # have been (the first AUX or AUXTRACE record, else the data section).
         first = next((r.offset for r in [*rec.aux_records, *rec.auxtrace]), rec.file.data_offset)
-        raise InputError(
-            "no trace to decode: "
-            + (
-                "the AUX records' data is not in the file"
-                if any(p.size for p in rec.pieces)
-                else "no AUX record has trace data"
-            ),
-            path=rec.file.path,
-            offset=first,
+        rec.issues.append(
+            _issue(
+                Severity.WARNING,
+                "no trace to decode: "
+                + (
+                    "the AUX records' data is not in the file"
+                    if any(p.size for p in rec.pieces)
+                    else "no AUX record has trace data"
+                ),
+                rec.file.path,
+                first,
+            )
         )
     final = [
         Source(

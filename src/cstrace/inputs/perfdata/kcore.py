@@ -12,7 +12,9 @@ file named by hand (``--kcore FILE``). Output: :func:`recording_files` (the
 perf.data file to read and the kcore to use), and :func:`read_kcore`: a
 :class:`KernelCore` with its loadable segments (kernel address, file offset,
 size), which a trace maps as memory seen in every address space, and how many
-symbols its ``kallsyms`` names. A file that is not an ELF core file with
+symbols its ``kallsyms`` names; :func:`module_symbols` reads the code symbols
+kallsyms gives loadable modules (``address t name [module]``), which say where
+each module's code was. A file that is not an ELF core file with
 loadable segments is an :class:`~cstrace.errors.InputError` naming it.
 """
 
@@ -24,7 +26,7 @@ from pathlib import Path
 
 from cstrace.errors import InputError
 
-__all__ = ["KcoreSegment", "KernelCore", "read_kcore", "recording_files"]
+__all__ = ["KcoreSegment", "KernelCore", "module_symbols", "read_kcore", "recording_files"]
 
 DATA_NAME = "data"
 """The recording's file inside a ``perf record --kcore`` folder."""
@@ -90,6 +92,30 @@ def _count_kallsyms(path: Path) -> int:
             return sum(1 for line in f if len(line.split()) >= 3)
     except OSError:
         return 0
+
+
+_MAX_KALLSYMS = 64 << 20
+
+
+def module_symbols(path: Path) -> dict[str, list[tuple[int, str]]]:
+    """Module name -> (address, name) of its code symbols (types ``t``/``T``) in a kallsyms
+    file, in file order; {} when it cannot be read. Lines of other forms are skipped."""
+    out: dict[str, list[tuple[int, str]]] = {}
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read(_MAX_KALLSYMS)
+    except OSError:
+        return out
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) != 4 or parts[1] not in ("t", "T") or not parts[3].startswith("["):
+            continue
+        try:
+            address = int(parts[0], 16)
+        except ValueError:
+            continue
+        out.setdefault(parts[3].strip("[]"), []).append((address, parts[2]))
+    return out
 
 
 def read_kcore(path: str | Path) -> KernelCore:

@@ -11,7 +11,10 @@ record`` write it (the ``PERFILE2`` layout of the kernel's
 - the feature sections cstrace uses (build IDs, command line, CPU count, OS
   release, architecture, the AUX area index, simpleperf's ``meta_info`` and
   ``init_map``, whose records are the maps of processes that existed when the
-  recording began), others are kept as (offset, size) and skipped;
+  recording began, and ``file2``, where simpleperf says where each file's
+  lowest code address was in memory: for a kernel module, how far into the
+  module's memory its ``.text`` was), others are kept as (offset, size) and
+  skipped;
 - the records, in file order, each a small named record with its file offset
   and its ``sample_id`` trailer (:class:`SampleId`): MMAP and MMAP2, COMM,
   FORK, EXIT, AUX, ITRACE_START, SWITCH and SWITCH_CPU_WIDE,
@@ -46,6 +49,7 @@ __all__ = [
     "FEATURE_NAMES",
     "MAGIC",
     "RECORD_NAMES",
+    "SIMPLEPERF_KERNEL_MODULE",
     "AuxOutputHwIdRecord",
     "AuxRecord",
     "AuxtraceInfoRecord",
@@ -61,6 +65,7 @@ __all__ = [
     "PerfFile",
     "Record",
     "SampleId",
+    "SimpleperfFile",
     "SwitchRecord",
     "TaskRecord",
     "TimeConvRecord",
@@ -186,7 +191,12 @@ _FEAT_CPUDESC = 8
 _FEAT_CMDLINE = 11
 _FEAT_AUXTRACE = 18
 _FEAT_META_INFO = 129
+_FEAT_FILE2 = 132
 _FEAT_INIT_MAP = 134
+
+SIMPLEPERF_KERNEL_MODULE = 1
+"""simpleperf's file type of a kernel module (``DSO_KERNEL_MODULE``)."""
+_MAX_FILE2_ENTRIES = 1 << 16
 
 # sample_type bits (perf_event.h), in the order their fields end a non-sample record.
 _SAMPLE_TID = 1 << 1
@@ -557,6 +567,24 @@ class BuildIdEntry:
     """The file is kernel code (the kernel or a module)."""
 
 
+@dataclass(frozen=True, slots=True)
+class SimpleperfFile:
+    """An entry of simpleperf's ``file2`` feature: a file the recording's samples fell in.
+
+    ``type`` is simpleperf's file type (0 kernel, 1 kernel module, 2 ELF file,
+    3 dex file, ...); ``min_vaddr`` the lowest code address of the file (for a
+    kernel module, the address of a symbol of its ``.text``); ``offset`` where
+    that address was: in the file (an ELF file's ``file_offset_of_min_vaddr``) or,
+    for a kernel module, in the module's memory (``memory_offset_of_min_vaddr``);
+    None when the entry does not say.
+    """
+
+    path: str
+    type: int
+    min_vaddr: int
+    offset: int | None
+
+
 @dataclass
 class PerfFile:
     """A perf.data file as read: header facts, attributes, features and records."""
@@ -582,6 +610,8 @@ class PerfFile:
     """The AUXTRACE feature: (file offset, size) of each AUXTRACE record."""
     meta_info: dict[str, str] = field(default_factory=dict)
     """simpleperf's META_INFO feature (``simpleperf_version``, ``clockid``...)."""
+    simpleperf_files: list[SimpleperfFile] = field(default_factory=list)
+    """simpleperf's FILE2 feature (symbols are not kept)."""
     records: list[Record] = field(default_factory=list)
     init_records: list[Record] = field(default_factory=list)
     """simpleperf's INIT_MAP feature: the memory maps and names of the processes that
@@ -762,6 +792,7 @@ class _Parser:
             _FEAT_AUXTRACE,
             _FEAT_META_INFO,
             _FEAT_INIT_MAP,
+            _FEAT_FILE2,
         ):
             return
         data = self.blob.read(offset, size)
@@ -783,6 +814,8 @@ class _Parser:
             pf.auxtrace_index = _auxtrace_index(data)
         elif bit == _FEAT_INIT_MAP:
             pf.init_records = self.records_in(pf, data, offset)
+        elif bit == _FEAT_FILE2:
+            pf.simpleperf_files = _file2(data)
         elif bit == _FEAT_META_INFO:
             parts = data.split(b"\0")
             for k in range(0, len(parts) - 1, 2):
@@ -1047,6 +1080,82 @@ def _build_ids(data: bytes) -> list[BuildIdEntry]:
         kernel = (misc & 0x7) in (1, 3)  # PERF_RECORD_MISC_KERNEL, GUEST_KERNEL
         out.append(BuildIdEntry(pid, bytes(raw_id), name, kernel))
         pos += size
+    return out
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A protobuf varint at ``pos``: its value and the position after it."""
+    value = shift = 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise ValueError("varint past the end")
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, pos
+
+
+def _fields(data: bytes) -> dict[int, list[int | bytes]]:
+    """The fields of one protobuf message: number -> values (varints and length-delimited
+    bytes; fixed-width ones are skipped)."""
+    out: dict[int, list[int | bytes]] = {}
+    pos = 0
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        number, wire = key >> 3, key & 7
+        value: int | bytes
+        if wire == 0:
+            value, pos = _varint(data, pos)
+        elif wire == 2:
+            length, pos = _varint(data, pos)
+            if pos + length > len(data):
+                raise ValueError("field past the end")
+            value, pos = data[pos : pos + length], pos + length
+        elif wire in (1, 5):
+            pos += 8 if wire == 1 else 4
+            continue
+        else:
+            raise ValueError(f"wire type {wire}")
+        out.setdefault(number, []).append(value)
+    return out
+
+
+def _file2(data: bytes) -> list[SimpleperfFile]:
+    """simpleperf's FILE2 feature: (u32 size, ``FileFeature`` message) per file.
+
+    ``FileFeature`` (simpleperf's ``record_file.proto``): 1 path, 2 type, 3
+    min_vaddr, 4 symbols, 6 ELF file (1: file_offset_of_min_vaddr), 7 kernel module
+    (1: memory_offset_of_min_vaddr).
+    """
+    out: list[SimpleperfFile] = []
+    pos = 0
+    while pos + 4 <= len(data) and len(out) < _MAX_FILE2_ENTRIES:
+        (size,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        if pos + size > len(data):
+            raise ValueError("file entry past the section")
+        msg = _fields(data[pos : pos + size])
+        pos += size
+        raw_path = msg.get(1, [b""])[0]
+        path = _cstr(raw_path) if isinstance(raw_path, bytes) else ""
+        kind = msg.get(2, [0])[0]
+        low = msg.get(3, [0])[0]
+        offset: int | None = None
+        for number in (6, 7):
+            for sub in msg.get(number, []):
+                if isinstance(sub, bytes):
+                    got = _fields(sub).get(1, [0])[0]
+                    offset = got if isinstance(got, int) else None
+        out.append(
+            SimpleperfFile(
+                path,
+                kind if isinstance(kind, int) else 0,
+                low if isinstance(low, int) else 0,
+                offset,
+            )
+        )
     return out
 
 
