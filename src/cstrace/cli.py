@@ -602,27 +602,32 @@ def view_command(args: argparse.Namespace, err: TextIO) -> int:
             file=err,
         )
         return 2
-    trace = open_from_args(args)
-    _warn(trace.issues, err)
-    began = time.perf_counter()
-    store = TraceStore.build(
-        trace,
-        name=str(args.snapshot),
-        images=list(args.image or []),
-        progress=lambda what: print(f"cstrace: {what}", file=err, flush=True),
-    )
-    _warn(store.issues, err)
-    print(
-        f"cstrace: decoded {len(store.batch)} elements ({store.total_rows} rows) in "
-        f"{time.perf_counter() - began:.2f} s",
-        file=err,
-        flush=True,
-    )
+    # The port first: a busy one is said before a decode that can take minutes.
     try:
-        server = make_server(store, args.host, args.port)
+        server = make_server(None, args.host, args.port)
     except OSError as exc:
         print(f"cstrace: error: cannot serve on {args.host}:{args.port}: {exc.strerror}", file=err)
         return 2
+    with contextlib.ExitStack() as stack:
+        stack.callback(server.server_close)
+        trace = open_from_args(args)
+        _warn(trace.issues, err)
+        began = time.perf_counter()
+        store = TraceStore.build(
+            trace,
+            name=str(args.snapshot),
+            images=list(args.image or []),
+            progress=lambda what: print(f"cstrace: {what}", file=err, flush=True),
+        )
+        _warn(store.issues, err)
+        print(
+            f"cstrace: decoded {len(store.batch)} elements ({store.total_rows} rows) in "
+            f"{time.perf_counter() - began:.2f} s",
+            file=err,
+            flush=True,
+        )
+        server.attach(store)
+        stack.pop_all()
     print(f"cstrace view: serving {server.url} (Ctrl-C to stop)", flush=True)
     # The first text search and the timeline need every executed instruction: made now.
     threading.Thread(target=store.warm, daemon=True).start()
