@@ -16,8 +16,10 @@ What a run is told on purpose stays: ``CSTRACE_PURE`` (pure-Python run),
 
 from __future__ import annotations
 
+import atexit
 import os
 import pwd
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -35,22 +37,38 @@ _TUNING = ("CSTRACE_SPLIT_MIN", "CSTRACE_PURE_WARNED")
 
 def _real_homes() -> list[Path]:
     homes = {Path(pwd.getpwuid(os.getuid()).pw_dir)}
-    if os.environ.get("HOME"):
-        homes.add(Path(os.environ["HOME"]))
+    # The run's own home, as the first process found it (xdist workers see the test home).
+    home = os.environ.get("CSTRACE_REAL_HOME") or os.environ.get("HOME")
+    if home and home != os.environ.get("CSTRACE_TEST_HOME"):
+        homes.add(Path(home))
     return [h.resolve() for h in homes if str(h) not in ("", "/")]
 
 
 REAL_HOMES = _real_homes()
 """The user's home folder(s), as the run found them (``$HOME`` and the password entry)."""
 
-TEST_HOME = Path(tempfile.mkdtemp(prefix="cstrace-test-home-"))
+
+def _test_home() -> Path:
+    """The folder made for this run, or the one a parent process made (pytest-xdist's workers
+    inherit the environment of the process that started them)."""
+    given = os.environ.get("CSTRACE_TEST_HOME")
+    if given and Path(given).is_dir():
+        return Path(given)
+    made = Path(tempfile.mkdtemp(prefix="cstrace-test-home-"))
+    atexit.register(shutil.rmtree, made, ignore_errors=True)
+    return made
+
+
+TEST_HOME = _test_home()
 """The empty folder that stands for the home folder during the tests."""
 
 
 def _isolate() -> None:
     """Point every home, cache and config location at empty folders under :data:`TEST_HOME`."""
-    if os.environ.get("CSTRACE_TEST_HOME") and Path(os.environ["CSTRACE_TEST_HOME"]).is_dir():
-        return  # a pytest-xdist worker: its parent did this (the environment is inherited)
+    if os.environ.get("CSTRACE_TEST_HOME") == str(TEST_HOME) and os.environ.get("HOME") == str(
+        TEST_HOME
+    ):
+        return  # a pytest-xdist worker: its parent did this
     env = {
         "HOME": TEST_HOME,
         "XDG_CACHE_HOME": TEST_HOME / ".cache",
@@ -59,6 +77,7 @@ def _isolate() -> None:
         "XDG_STATE_HOME": TEST_HOME / ".local" / "state",
         "PERF_BUILDID_DIR": TEST_HOME / ".debug",
     }
+    os.environ.setdefault("CSTRACE_REAL_HOME", os.environ.get("HOME", ""))
     for name, path in env.items():
         path.mkdir(parents=True, exist_ok=True)
         os.environ[name] = str(path)
