@@ -1,39 +1,50 @@
 """Compiled or pure Python: which implementation of the hot modules is imported.
 
-Input: the environment variable ``CSTRACE_PURE`` and the files installed next
-to each hot module. Output: an import hook (:func:`install`, run when this
-module is imported, which ``cstrace/__init__.py`` does before anything else)
-and the answer to "which mode runs" (:func:`compiled`, :func:`compiled_modules`).
+Input: the environment variable ``CSTRACE_PURE``, the files installed next to
+each hot module and the build stamp (``_compiled.json``, written by
+``setup.py`` beside the package's ``__init__``). Output: an import hook
+(:func:`install`, run when this module is imported as ``cstrace._native``,
+which ``cstrace/__init__.py`` does before anything else) and the answer to
+"which mode runs" (:func:`compiled`, :func:`compiled_modules`).
 
 The hot modules (``HOT_MODULES``: the readers' and decoders' inner loops, the
 block walker, the deformatter) are ordinary Python modules. When the package is
-installed with Cython and a C compiler at hand, ``setup.py`` also compiles each
-of them, unchanged, to an extension module beside its ``.py`` (Cython's pure
-Python mode; the ``.pxd`` file next to a module adds C types to it). Python's
-own import machinery prefers the extension to the source; the hook installed
-here decides instead, per hot module:
+built with Cython and a C compiler at hand, ``setup.py`` also compiles each of
+them, unchanged, to an extension module beside its ``.py`` (Cython's pure
+Python mode; the ``.pxd`` file next to a module adds C types to it), and
+records in the build stamp a digest (:func:`source_digest`) of the ``.py`` and
+``.pxd`` each extension was made from. Python's own import machinery prefers
+the extension to the source; the hook installed here decides instead, per hot
+module:
 
 - ``CSTRACE_PURE=1`` (any value but empty or ``0``): the ``.py`` source, always;
-- an extension older than its source (edited since the last build), or a
-  hot module with no extension: the ``.py`` sources, so that a stale build
-  never decodes with old code;
+- a hot module with no extension, or whose source no longer has the digest the
+  stamp recorded (edited since the build, as in an editable install): the
+  ``.py`` sources, so that a stale build never decodes with old code;
 - otherwise the extensions. The choice is the same for every hot module
   (the compiled modules share C types).
+
+The stamp, not file times, decides: an installer (``pip install .``, a wheel)
+writes files in whatever order it likes, so an extension can be a few
+milliseconds older than the source it was built from and still be its build.
 
 When the hot modules run from their sources without ``CSTRACE_PURE`` asking
 for it, :func:`install` warns once (a :class:`RuntimeWarning`; once per process
 tree: it sets ``CSTRACE_PURE_WARNED`` for child processes), naming the fix:
-reinstall (``pip install -e .``) with Cython and a C compiler. Results are the
-same in both modes; only the speed differs.
+reinstall with Cython and a C compiler. Results are the same in both modes;
+only the speed differs.
 
-This module depends on the standard library only; ``setup.py`` reads
-``HOT_MODULES`` from its text (keep it a literal tuple of strings).
+This module depends on the standard library only, and has no effect when it
+is loaded under another name: ``setup.py`` loads it from its file for
+``HOT_MODULES`` and :func:`source_digest`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.machinery
 import importlib.util
+import json
 import os
 import sys
 import warnings
@@ -42,7 +53,15 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["HOT_MODULES", "compiled", "compiled_modules", "install", "pure_requested"]
+__all__ = [
+    "HOT_MODULES",
+    "STAMP",
+    "compiled",
+    "compiled_modules",
+    "install",
+    "pure_requested",
+    "source_digest",
+]
 
 HOT_MODULES: tuple[str, ...] = (
     "cstrace.capture.formatter",
@@ -87,16 +106,35 @@ Shifting such a value can overflow a C int; these modules keep byte values out
 of shifts (``int.from_bytes``), and the test suite runs in both modes.
 """
 
+STAMP = "_compiled.json"
+"""The build stamp's file name, beside the package's ``__init__.py``: a JSON object
+``{"modules": {hot module: source digest}}`` for every extension the build made."""
+
 _ROOT = Path(__file__).resolve().parent
 _choice: dict[str, bool] = {}
 _WARNED = "CSTRACE_PURE_WARNED"
 """Set in the environment once the pure-Python warning was given (child processes skip it)."""
 _installed = False
+_stamps: dict[str, str] | None = None
 
 
 def pure_requested() -> bool:
     """Whether ``CSTRACE_PURE`` asks for pure Python (set, and neither empty nor ``0``)."""
     return os.environ.get("CSTRACE_PURE", "") not in ("", "0")
+
+
+def source_digest(source: Path) -> str:
+    """The digest of a hot module's source: its ``.py`` and, if present, its ``.pxd``.
+
+    ``setup.py`` records it for each extension it builds; an extension is used
+    only while its module's source still has the recorded digest.
+    """
+    h = hashlib.sha256()
+    for path in (source, source.with_suffix(".pxd")):
+        if path.is_file():
+            h.update(path.suffix.encode() + b"\0")
+            h.update(path.read_bytes())
+    return h.hexdigest()
 
 
 def _source(name: str) -> Path:
@@ -114,11 +152,28 @@ def _extension(name: str) -> Path | None:
     return None
 
 
+def _recorded() -> dict[str, str]:
+    """The source digests the build stamp records, by hot module (empty without a stamp)."""
+    global _stamps
+    if _stamps is None:
+        try:
+            data = json.loads((_ROOT / STAMP).read_text(encoding="utf-8"))
+            mods = data.get("modules", {}) if isinstance(data, dict) else {}
+            _stamps = {str(k): str(v) for k, v in mods.items()} if isinstance(mods, dict) else {}
+        except (OSError, ValueError):
+            _stamps = {}
+    return _stamps
+
+
 def _fresh(name: str) -> bool:
-    """Whether hot module ``name`` has an extension at least as new as its source."""
-    ext = _extension(name)
+    """Whether hot module ``name`` has an extension built from its present source."""
+    if _extension(name) is None:
+        return False
     src = _source(name)
-    return ext is not None and (not src.is_file() or ext.stat().st_mtime >= src.stat().st_mtime)
+    if not src.is_file():
+        return True  # an installation with no sources: nothing to disagree with
+    recorded = _recorded().get(name)
+    return recorded is not None and recorded == source_digest(src)
 
 
 def _use_extension(name: str) -> bool:
@@ -187,12 +242,13 @@ def install() -> None:
         why = (
             f"{len(missing)} of the hot modules not compiled, e.g. {missing[0]}"
             if missing
-            else "a compiled module older than its source: "
-            + next(name for name in stale if not _fresh(name))
+            else "a compiled module built from another version of its source (edited "
+            "since the build?): " + next(name for name in stale if not _fresh(name))
         )
         warnings.warn(
             f"cstrace runs in pure Python ({why}): decoding is slower; reinstall with "
-            "Cython and a C compiler at hand (pip install -e .), or set CSTRACE_PURE=1 "
+            "Cython and a C compiler at hand (pip install ., or pip install -e . in a "
+            "checkout), or set CSTRACE_PURE=1 "
             "to choose pure Python and silence this warning",
             RuntimeWarning,
             stacklevel=3,
@@ -201,4 +257,5 @@ def install() -> None:
         os.environ[_WARNED] = "1"
 
 
-install()
+if __name__ == "cstrace._native":  # not when setup.py loads this file for its constants
+    install()

@@ -1,6 +1,6 @@
 """The ``cstrace`` command line.
 
-``cstrace decode SNAPSHOT`` decodes the trace buffers of a snapshot and writes
+``cstrace decode INPUT`` decodes the trace buffers of an input and writes
 the decoded elements (``--format text``, the default), the OpenCSD-compatible
 listing of packets and elements (``--format ocsd``) or JSON Lines
 (``--format jsonl``). ``cstrace profile INPUT...`` sums the executed ranges and
@@ -107,7 +107,7 @@ def add_input_options(dec: argparse.ArgumentParser) -> None:
         "traced, a kernel at EL2)",
     )
     raw = dec.add_argument_group(
-        "raw captures (SNAPSHOT is a trace file with no metadata)",
+        "raw captures (INPUT is a trace file with no metadata)",
         "ID is a trace ID (0x10); without it an option applies to every source.",
     )
     raw.add_argument(
@@ -196,7 +196,7 @@ def _warn(issues: Iterable[Issue], err: TextIO) -> None:
 
 
 def package_command(args: argparse.Namespace, err: TextIO) -> int:
-    """``cstrace package SNAPSHOT OUTPUT.zip`` (with the input options of ``decode``)."""
+    """``cstrace package INPUT OUTPUT.zip`` (with the input options of ``decode``)."""
     from cstrace.inputs import write_package
 
     trace = open_from_args(args)
@@ -358,16 +358,18 @@ def _build_parser() -> argparse.ArgumentParser:
 
     dec = sub.add_parser(
         "decode",
-        help="decode the trace buffers of a snapshot",
+        help="decode the trace of a snapshot, package, perf.data recording or raw capture",
         description=(
-            "Decode every trace buffer named in the snapshot's trace.ini, one after "
-            "another in trace.ini order, or only the buffers given with --buffer."
+            "Decode every trace buffer of INPUT, one after another in the order its "
+            "metadata gives (a snapshot's trace.ini, a package's contents, a recording's "
+            "AUX data), or only the buffers given with --buffer, and write the decoded "
+            "elements."
         ),
     )
     dec.add_argument(
         "snapshot",
         nargs="+",
-        metavar="SNAPSHOT",
+        metavar="INPUT",
         help="snapshot folder (or its snapshot.ini), trace package (folder or ZIP), perf.data "
         "recording, or a raw trace capture; with several, -o names a folder that gets one "
         "output per input",
@@ -453,7 +455,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "package",
         help="write a snapshot or raw capture as a trace package (ZIP)",
         description=(
-            "Write SNAPSHOT (a DS-5 snapshot folder, a trace package, or a raw capture with "
+            "Write INPUT (a DS-5 snapshot folder, a trace package, or a raw capture with "
             "the options that describe it) as a trace package: a ZIP with contents.ini, the "
             "INI trace metadata, the trace buffers and memory contents, plus any program "
             "images, memory and event log given as options. The package decodes like its "
@@ -462,7 +464,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     pkg.add_argument(
         "snapshot",
-        metavar="SNAPSHOT",
+        metavar="INPUT",
         help="snapshot, package, perf.data recording or raw capture to convert",
     )
     pkg.add_argument("output", metavar="OUTPUT.zip", help="the package file to write")
@@ -602,27 +604,32 @@ def view_command(args: argparse.Namespace, err: TextIO) -> int:
             file=err,
         )
         return 2
-    trace = open_from_args(args)
-    _warn(trace.issues, err)
-    began = time.perf_counter()
-    store = TraceStore.build(
-        trace,
-        name=str(args.snapshot),
-        images=list(args.image or []),
-        progress=lambda what: print(f"cstrace: {what}", file=err, flush=True),
-    )
-    _warn(store.issues, err)
-    print(
-        f"cstrace: decoded {len(store.batch)} elements ({store.total_rows} rows) in "
-        f"{time.perf_counter() - began:.2f} s",
-        file=err,
-        flush=True,
-    )
+    # The port first: a busy one is said before a decode that can take minutes.
     try:
-        server = make_server(store, args.host, args.port)
+        server = make_server(None, args.host, args.port)
     except OSError as exc:
         print(f"cstrace: error: cannot serve on {args.host}:{args.port}: {exc.strerror}", file=err)
         return 2
+    with contextlib.ExitStack() as stack:
+        stack.callback(server.server_close)
+        trace = open_from_args(args)
+        _warn(trace.issues, err)
+        began = time.perf_counter()
+        store = TraceStore.build(
+            trace,
+            name=str(args.snapshot),
+            images=list(args.image or []),
+            progress=lambda what: print(f"cstrace: {what}", file=err, flush=True),
+        )
+        _warn(store.issues, err)
+        print(
+            f"cstrace: decoded {len(store.batch)} elements ({store.total_rows} rows) in "
+            f"{time.perf_counter() - began:.2f} s",
+            file=err,
+            flush=True,
+        )
+        server.attach(store)
+        stack.pop_all()
     print(f"cstrace view: serving {server.url} (Ctrl-C to stop)", flush=True)
     # The first text search and the timeline need every executed instruction: made now.
     threading.Thread(target=store.warm, daemon=True).start()
@@ -1629,7 +1636,7 @@ def _decode_many(args: argparse.Namespace, err: TextIO) -> int:
 
 
 def decode_command(args: argparse.Namespace, err: TextIO) -> int:
-    """``cstrace decode SNAPSHOT...``: decode and write elements, listings or rows."""
+    """``cstrace decode INPUT...``: decode and write elements, listings or rows."""
     from cstrace.analyses.loss import LossCounter
 
     if isinstance(args.snapshot, list):

@@ -607,6 +607,10 @@ def read_chunks(path: str, size: int = CHUNK) -> Iterator[str]:
             yield rest
 
 
+PROGRESS_STEP = 64 * 1024
+"""Bytes of a stream between two progress reports (at most)."""
+
+
 def watch_progress(run: SourceRun, progress: Progress) -> SourceRun:
     """A copy of ``run`` whose stream tells ``progress`` where in its buffer the reader is
     (the capture index after each block it takes)."""
@@ -614,7 +618,11 @@ def watch_progress(run: SourceRun, progress: Progress) -> SourceRun:
 
 
 class _ProgressStream(WrappedStream):
-    """A stream that reports the capture index reached after each block a reader takes."""
+    """A stream that reports the capture index reached after each piece a reader takes.
+
+    The capture layer's blocks (1 MiB) are handed on in pieces of at most
+    :data:`PROGRESS_STEP` bytes, so that a bar moves on a capture of one block.
+    """
 
     __slots__ = ("_progress",)
 
@@ -623,10 +631,11 @@ class _ProgressStream(WrappedStream):
         self._progress = progress
 
     def blocks(self) -> Iterator[Stream]:
-        """The inner stream's blocks; after each, the capture index of its end is reported."""
+        """The inner stream's blocks in pieces; after each, the capture index of its end."""
         progress = self._progress
         for block in self._inner.blocks():
-            yield block
-            n = len(block.data)
-            if n:
-                progress(block.offset_at(n - 1) + 1)
+            for piece in block.pieces(PROGRESS_STEP):
+                yield piece
+                n = len(piece.data)
+                if n:
+                    progress(piece.offset_at(n - 1) + 1)

@@ -41,7 +41,10 @@ class NoSymbols:
         return None
 
 
-@pytest.mark.parametrize("program", sorted(PROGRAMS))
+@pytest.mark.parametrize(
+    "program",
+    [pytest.param(p, marks=() if p == "dispatch" else pytest.mark.slow) for p in sorted(PROGRAMS)],
+)
 def test_exceptions_are_counted_and_the_irq_handler_timed(program: str) -> None:
     r = program_run(program)
     cfg = ClassicEtmConfig(etmcr(width=8, mode=PortMode.NORMAL), 2, 1)

@@ -40,12 +40,24 @@ CONFIGS = [
 ]
 
 
-@pytest.mark.parametrize("program", sorted(PROGRAMS))
-@pytest.mark.parametrize(
-    "width,mode,fmt,dv,da,ctx,depth,miss",
-    CONFIGS,
-    ids=[f"{c[0]}bit-{c[1].name.lower()}-{c[2]}" + ("-misses" if c[7] else "") for c in CONFIGS],
-)
+def _params() -> list[object]:
+    """Every configuration with every program; each configuration meets one program (in
+    turn) in the quick run, the other pairs are marked slow (run by CI)."""
+    names = sorted(PROGRAMS)
+    out: list[object] = []
+    for k, c in enumerate(CONFIGS):
+        cid = f"{c[0]}bit-{c[1].name.lower()}-{c[2]}" + ("-misses" if c[7] else "")
+        for program in names:
+            quick = program == names[k % len(names)]
+            out.append(
+                pytest.param(
+                    program, *c, id=f"{cid}-{program}", marks=() if quick else pytest.mark.slow
+                )
+            )
+    return out
+
+
+@pytest.mark.parametrize("program,width,mode,fmt,dv,da,ctx,depth,miss", _params())
 def test_etmv2_decodes_execution(
     program: str,
     width: int,

@@ -22,6 +22,7 @@ import cstrace
 from cstrace.batch import ElementBatch, iter_batches
 from cstrace.elements import Element, PEContextInfo
 from tests.conftest import corpus_dir
+from tests.marks import corpus_params
 
 CHUNK = 200_000
 """Elements checked at a time (bugfix-exact-match's 1.74 M elements make 9 chunks)."""
@@ -87,7 +88,7 @@ def first_difference(got: list[Element], want: list[Element]) -> str | None:
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("name", SNAPSHOTS)
+@pytest.mark.parametrize("name", corpus_params(SNAPSHOTS))
 def test_corpus_elements_round_trip_through_batches(corpus: Path, name: str) -> None:
     rows = 0
     for trace_id, elems in chunks(corpus / "snapshots" / name):

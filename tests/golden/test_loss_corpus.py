@@ -25,6 +25,7 @@ import cstrace
 from cstrace.analyses import LossCounter
 from tests.conftest import corpus_dir
 from tests.golden.corpus import using_buffer
+from tests.marks import corpus_params
 
 KINDS = {
     "sync": ("I_ASYNC", "ASYNC", "A_SYNC", "ITM_ASYNC"),
@@ -61,7 +62,7 @@ def reference(expected: Path) -> dict[int, dict[str, list[int]]]:
     return out
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", corpus_params(NAMES))
 def test_loss_report_matches_the_reference_listing(corpus: Path, name: str) -> None:
     expected = corpus / "expected" / f"{name}.ppl.xz"
     want = reference(expected)

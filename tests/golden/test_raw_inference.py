@@ -31,6 +31,7 @@ from tests.conftest import corpus_dir
 from tests.golden.corpus import expected_names
 from tests.golden.raw_corpus import RawCase, expected_listing, raw_case, raw_listing
 from tests.golden.scoring import score, split
+from tests.marks import corpus_params
 
 _CORPUS = corpus_dir()
 _NAMES = (
@@ -50,7 +51,7 @@ def _without_silent_ids(lines: list[str], silent: set[str]) -> list[str]:
     return [ln for ln in lines if not any(f"; ID:{t};" in ln for t in silent)]
 
 
-@pytest.mark.parametrize("name", _NAMES)
+@pytest.mark.parametrize("name", corpus_params(_NAMES))
 def test_raw_buffer_decodes_with_inferred_configuration(name: str) -> None:
     if _CORPUS is None:
         pytest.skip(
@@ -76,7 +77,7 @@ def test_raw_buffer_decodes_with_inferred_configuration(name: str) -> None:
     assert got.exact, f"{got.summary()}\n{got.first_diff}"
 
 
-@pytest.mark.parametrize("name", _NAMES)
+@pytest.mark.parametrize("name", corpus_params(_NAMES))
 def test_raw_buffer_without_code_keeps_every_packet(name: str) -> None:
     """With no memory at all, inference works at packet level: every packet is read as
     the reference reads it (elements then stop where code is needed)."""

@@ -20,6 +20,7 @@ from cstrace.analyses.loss import LossCounter
 from cstrace.batch import ElementBatch, iter_batches
 from cstrace.decode import Session, SourceRun
 from tests.conftest import corpus_dir
+from tests.marks import corpus_params
 
 _CORPUS = corpus_dir()
 SNAPSHOTS = (
@@ -71,7 +72,7 @@ def first_difference(got: Iterator[ElementBatch], want: Iterator[ElementBatch]) 
         row += n
 
 
-@pytest.mark.parametrize("name", SNAPSHOTS)
+@pytest.mark.parametrize("name", corpus_params(SNAPSHOTS))
 def test_row_batches_equal_object_batches(name: str) -> None:
     if _CORPUS is None:
         pytest.skip("corpus absent: set CSTRACE_CORPUS or put it at ../shared/corpus")
@@ -85,7 +86,7 @@ def test_row_batches_equal_object_batches(name: str) -> None:
     assert checked
 
 
-@pytest.mark.parametrize("name", SNAPSHOTS)
+@pytest.mark.parametrize("name", corpus_params(SNAPSHOTS))
 def test_row_counts_equal_object_counts(name: str) -> None:
     if _CORPUS is None:
         pytest.skip("corpus absent: set CSTRACE_CORPUS or put it at ../shared/corpus")

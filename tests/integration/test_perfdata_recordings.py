@@ -169,13 +169,19 @@ def test_the_api(perfdata: Path) -> None:
     assert kinds["InstrRange"] == 208
 
 
-def test_cut_and_damaged_recordings(perfdata: Path, tmp_path: Path) -> None:
-    """Cut each real file at many points and damage some of its bytes: never a traceback."""
+@pytest.mark.parametrize(
+    ("cut_every", "flip_every"), [(499, 317), pytest.param(97, 61, marks=pytest.mark.slow)]
+)
+def test_cut_and_damaged_recordings(
+    perfdata: Path, tmp_path: Path, cut_every: int, flip_every: int
+) -> None:
+    """Cut each real file at many points and damage some of its bytes: never a traceback.
+    (Every 499th cut and 317th byte in the quick run; every 97th and 61st in the slow one.)"""
     for name in (ETM, ETE):
         good = (perfdata / name).read_bytes()
-        cuts = [good[:n] for n in range(0, len(good), 97)]
+        cuts = [good[:n] for n in range(0, len(good), cut_every)]
         damaged = []
-        for k in range(0, len(good), 61):
+        for k in range(0, len(good), flip_every):
             bad = bytearray(good)
             bad[k] ^= 0xFF
             damaged.append(bytes(bad))

@@ -28,6 +28,7 @@ from cstrace.parallel import ParallelDecode, can_fork, lanes_of, split_plans
 from cstrace.protocols import DecodeOptions
 from cstrace.render.ocsd import listing_lines
 from cstrace.split import SplitPlan, fallback_run, piece_of, piece_run, plan_split
+from tests.marks import corpus_params
 
 pytestmark = pytest.mark.skipif(not can_fork(), reason="the process pool forks its workers")
 
@@ -84,7 +85,15 @@ def test_small_streams_cut(
     same_as_serial(snap, fmt, jobs, tmp_path, capsys)
 
 
-@pytest.mark.parametrize(("fmt", "jobs"), [("null", 2), ("null", 3), ("ocsd", 2), ("text", 3)])
+@pytest.mark.parametrize(
+    ("fmt", "jobs"),
+    [
+        ("ocsd", 2),
+        pytest.param("null", 2, marks=pytest.mark.slow),
+        pytest.param("null", 3, marks=pytest.mark.slow),
+        pytest.param("text", 3, marks=pytest.mark.slow),
+    ],
+)
 def test_long_stream_cut(
     corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str, jobs: int
 ) -> None:
@@ -111,7 +120,7 @@ def runs_of(snap: Path) -> Iterator[tuple[Session, SourceRun]]:
                 yield session, session.open_buffer(buffer).runs[i]
 
 
-@pytest.mark.parametrize("name", ["bugfix-exact-match", *SMALL])
+@pytest.mark.parametrize("name", corpus_params(["bugfix-exact-match", *SMALL]))
 def test_every_piece_joins(corpus: Path, name: str) -> None:
     """Cut into many pieces, every join holds and the listing is the serial one."""
     cut = 0

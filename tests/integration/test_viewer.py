@@ -393,3 +393,112 @@ def test_no_internet_in_the_page() -> None:
     for f in static.iterdir():
         text = f.read_text()
         assert not re.search(r"(https?:)?//[a-z0-9.-]+\.[a-z]{2,}", text, re.IGNORECASE), f
+
+
+_TRUNCATED = """[...document.querySelectorAll('#list-body .row.k-instr .c-text')]
+    .filter(s => s.scrollWidth > s.clientWidth + 1).map(s => s.textContent)"""
+_WRAPPED_BUTTONS = """[...document.querySelectorAll('header button')]
+    .filter(b => b.offsetParent !== null && b.getBoundingClientRect().height > 30)
+    .map(b => b.textContent)"""
+
+
+@pytest.mark.parametrize("width", [900, 1280, 1800])
+def test_layout_keeps_instructions_whole(
+    browser: Any, shots: Path, tmp_path: Path, width: int
+) -> None:
+    """At a narrow and a wide window, with a long input path: every instruction's text is
+    shown whole (operands included), and no header button wraps onto a second line."""
+    from tests.profiles import program as prog
+
+    deep = tmp_path / ("a-long-folder-name-for-the-input-" * 4).rstrip("-")
+    deep.mkdir()
+    built = prog.build_or_skip(deep)
+    regs = [f"--reg=0x10:{k}={v:#x}" for k, v in prog.REGISTERS.items()]
+    viewer = start_viewer(
+        str(built.capture), f"--image={built.path}@{prog.BASE:#x}", "--protocol=0x10=ETM4.0",
+        *regs,
+    )  # fmt: skip
+    try:
+        page = Page(browser, viewer.url)
+        page.page.set_viewport_size({"width": width, "height": 800})
+        page.page.evaluate("layoutList(); renderList()")
+        page.settle()
+        page.page.fill("#search", "work")
+        page.page.press("#search", "Enter")
+        page.page.wait_for_function("state.selectedRec && state.selectedRec.func === 'work'")
+        page.settle()
+        texts = [r["text"] for r in _instr_rows(page)]
+        assert max(len(t) for t in texts) >= 20, texts  # operands worth checking
+        assert page.js(_TRUNCATED) == []
+        assert page.js(_WRAPPED_BUTTONS) == []
+        # The function column is there (symbols) and so is the source column, when the
+        # list is wide enough; no timestamps in this trace: no time column.
+        assert page.js("getComputedStyle(document.querySelector('.row .c-func')).display") != "none"
+        assert page.js("getComputedStyle(document.querySelector('.row .c-time')).display") == "none"
+        page.page.screenshot(path=str(shots / f"viewer-width-{width}.png"))
+        page.close()
+    finally:
+        stop_viewer(viewer)
+
+
+def test_data_pane_keeps_words_whole(browser: Any, shots: Path) -> None:
+    """The data pane at a narrow window: the kind of each transfer ("message", "write")
+    is on one line, not broken inside the word."""
+    viewer = start_viewer(str(EXAMPLES / "etm_demo"))
+    try:
+        page = Page(browser, viewer.url)
+        page.page.set_viewport_size({"width": 900, "height": 700})
+        last = page.js("state.total") - 1
+        page.page.evaluate(f"select({last})")
+        page.settle()
+        page.page.wait_for_selector("#data-body table")
+        # A word broken over lines has more than one line box in its text.
+        broken = page.js(
+            """[...document.querySelectorAll('#data-body td:nth-child(2)')].filter(td => {
+                   const r = document.createRange(); r.selectNodeContents(td);
+                   return r.getClientRects().length > 1; }).map(td => td.textContent)"""
+        )
+        kinds = page.js("[...document.querySelectorAll('#data-body td:nth-child(2)')]"
+                        ".map(td => td.textContent)")  # fmt: skip
+        assert kinds and broken == [], (kinds, broken)
+        page.page.screenshot(path=str(shots / "viewer-data-narrow.png"))
+        page.close()
+    finally:
+        stop_viewer(viewer)
+
+
+_OVERLAPS = """(() => {
+    const boxes = [...document.querySelectorAll('text')]
+        .filter(t => !t.getAttribute('font-weight')).map(t => [t.getBBox(), t.textContent]);
+    const out = [];
+    for (let i = 0; i < boxes.length; i++)
+        for (let j = i + 1; j < boxes.length; j++) {
+            const [a, an] = boxes[i], [b, bn] = boxes[j];
+            if (a.x < b.x + b.width - 0.5 && b.x < a.x + a.width - 0.5 &&
+                a.y < b.y + b.height - 0.5 && b.y < a.y + a.height - 0.5) out.push([an, bn]);
+        }
+    return out.slice(0, 5);
+})()"""
+
+
+@pytest.mark.corpus
+def test_svg_timeline_labels_are_readable(browser: Any, corpus: Path, shots: Path) -> None:
+    """The SVG timeline of a capture with hundreds of trace-on events (TC2), as chromium
+    draws it: no two texts overlap."""
+    snap = corpus / "snapshots" / "TC2"
+    if not snap.is_dir():
+        pytest.skip(f"{snap} not found")
+    out = shots / "timeline-tc2.svg"
+    r = subprocess.run(
+        [sys.executable, "-m", "cstrace.cli", "timeline", str(snap), "-o", str(out)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert out.read_text().count("trace on") > 100
+    page = browser.new_page(viewport={"width": 1250, "height": 900})
+    try:
+        page.goto(out.resolve().as_uri())
+        assert page.evaluate(_OVERLAPS) == []
+        page.screenshot(path=str(shots / "timeline-tc2.png"))
+    finally:
+        page.close()

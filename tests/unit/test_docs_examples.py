@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 import cstrace
-from tests.conftest import ROOT
+from tests.conftest import ROOT, perfdata_dir
 
 DOCS = ROOT / "docs"
 SCRIPTS = ROOT / "examples" / "scripts"
@@ -169,10 +169,21 @@ def test_console_block(tmp_path: Path, doc: str, line: int, block: list[str]) ->
     PYTHON,
     ids=[f"{d}:{n}" for d, n, _, _ in PYTHON],
 )
-def test_python_block(doc: str, line: int, code: list[str], expected: list[str] | None) -> None:
+def test_python_block(
+    tmp_path: Path, doc: str, line: int, code: list[str], expected: list[str] | None
+) -> None:
+    """Run from a scratch folder holding ``examples`` and, for the blocks on simpleperf's
+    recordings, ``perfdata`` (the real recordings; skipped without them)."""
+    text = "\n".join(code)
+    (tmp_path / "examples").symlink_to(EXAMPLES, target_is_directory=True)
+    if "perfdata/" in text:
+        recordings = perfdata_dir()
+        if recordings is None:
+            pytest.skip(f"{doc}:{line} reads simpleperf's test recordings: set CSTRACE_PERFDATA")
+        (tmp_path / "perfdata").symlink_to(recordings, target_is_directory=True)
     run = subprocess.run(
-        [sys.executable, "-c", "\n".join(code)],
-        cwd=ROOT,
+        [sys.executable, "-c", text],
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=300,

@@ -113,16 +113,89 @@ def test_cstrace_pure_never_warns(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _native._WARNED not in os.environ
 
 
-def test_a_stale_extension_is_not_used(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def _one_module(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stamp: object) -> Path:
+    """A package of one hot module ``mod`` with an extension and, if given, a build stamp."""
     _fresh_state(monkeypatch, extension=True)
     src = tmp_path / "mod.py"
     ext = tmp_path / "mod.so"
+    src.write_text("X = 1\n")
     ext.write_bytes(b"")
-    src.write_text("")
-    os.utime(ext, (1000, 1000))
+    if stamp is not None:
+        (tmp_path / _native.STAMP).write_text(json.dumps(stamp))
+    monkeypatch.setattr(_native, "_ROOT", tmp_path)
+    monkeypatch.setattr(_native, "_stamps", None)
+    monkeypatch.setattr(_native, "HOT_MODULES", ("cstrace.mod",))
+    return src
+
+
+def test_an_extension_older_than_its_source_is_used_when_the_stamp_matches(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # pip writes the extension first and the .py after it: file times do not decide
+    src = tmp_path / "mod.py"
+    src.write_text("X = 1\n")
+    digest = _native.source_digest(src)
+    _one_module(monkeypatch, tmp_path, {"modules": {"cstrace.mod": digest}})
+    os.utime(tmp_path / "mod.so", (1000, 1000))
     os.utime(src, (2000, 2000))
-    monkeypatch.setattr(_native, "_source", lambda name: src)
-    monkeypatch.setattr(_native, "_extension", lambda name: ext)
-    with pytest.warns(RuntimeWarning, match="older than its source"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         _native.install()
-    assert not any(_native._use_extension(name) for name in _native.HOT_MODULES)
+    assert _native._use_extension("cstrace.mod")
+
+
+def test_an_edited_source_is_not_run_from_its_old_extension(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    src = tmp_path / "mod.py"
+    src.write_text("X = 1\n")
+    digest = _native.source_digest(src)
+    _one_module(monkeypatch, tmp_path, {"modules": {"cstrace.mod": digest}})
+    src.write_text("X = 2\n")  # edited after the build (an editable install)
+    os.utime(tmp_path / "mod.so", (3000, 3000))  # even with a newer extension
+    with pytest.warns(RuntimeWarning, match="built from another version of its source"):
+        _native.install()
+    assert not _native._use_extension("cstrace.mod")
+
+
+def test_a_pxd_edit_also_makes_the_extension_stale(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    src = tmp_path / "mod.py"
+    src.write_text("X = 1\n")
+    (tmp_path / "mod.pxd").write_text("cdef int x\n")
+    digest = _native.source_digest(src)
+    _one_module(monkeypatch, tmp_path, {"modules": {"cstrace.mod": digest}})
+    (tmp_path / "mod.pxd").write_text("cdef long x\n")
+    with pytest.warns(RuntimeWarning, match="another version"):
+        _native.install()
+    assert not _native._use_extension("cstrace.mod")
+
+
+@pytest.mark.parametrize("stamp", [None, "not json {", {"modules": {}}, ["x"]])
+def test_an_extension_without_a_usable_stamp_is_not_trusted(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stamp: object
+) -> None:
+    if stamp == "not json {":
+        _one_module(monkeypatch, tmp_path, None)
+        (tmp_path / _native.STAMP).write_text("not json {")
+    else:
+        _one_module(monkeypatch, tmp_path, stamp)
+    with pytest.warns(RuntimeWarning, match="runs in pure Python"):
+        _native.install()
+    assert not _native._use_extension("cstrace.mod")
+
+
+def test_the_installed_stamp_matches_every_installed_source() -> None:
+    """The build that made this installation's extensions recorded their sources' digests."""
+    if not _built():
+        pytest.skip("the hot modules are not compiled here (no Cython or C compiler at install)")
+    recorded = _native._recorded()
+    stale = [
+        n
+        for n in _native.HOT_MODULES
+        if recorded.get(n) != _native.source_digest(_native._source(n))
+    ]
+    if stale:
+        pytest.skip(f"sources edited since the build (rebuild: pip install -e .): {stale[:3]}")
+    assert cstrace.compiled()

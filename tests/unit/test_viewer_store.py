@@ -212,3 +212,27 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and str(missing) in lines[0] and "Traceback" not in run.stderr
     assert "serving" not in run.stdout
+
+
+def test_view_says_a_busy_port_before_decoding(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cstrace view --port P`` with P taken: exit 2 at once, nothing decoded."""
+    import socket
+
+    from cstrace.cli import main
+    from cstrace.viewer import store as store_module
+
+    def no_decode(*args: object, **kwargs: object) -> None:
+        raise AssertionError("decoded before the port was bound")
+
+    monkeypatch.setattr(store_module.TraceStore, "build", no_decode)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        code = main(["view", str(DEMO), "--port", str(port), "--no-open"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"cannot serve on 127.0.0.1:{port}" in err
+    assert "decoded" not in err

@@ -88,6 +88,35 @@ class Stream:
             if end > start:
                 yield idx, self.data[start:end]
 
+    def pieces(self, size: int) -> Iterator[Stream]:
+        """The stream as consecutive pieces of at most ``size`` bytes, each with the capture
+        index of its bytes (a reader fed the pieces one by one reads the same packets)."""
+        data = self.data
+        n = len(data)
+        if n <= size:
+            yield self
+            return
+        positions = self._positions()
+        indices = self.run_idx.tolist()
+        k = 0
+        for start in range(0, n, size):
+            end = min(n, start + size)
+            while k + 1 < len(positions) and positions[k + 1] <= start:
+                k += 1
+            pos = [0]
+            idx = [indices[k] + start - positions[k]]
+            j = k + 1
+            while j < len(positions) and positions[j] < end:
+                pos.append(positions[j] - start)
+                idx.append(indices[j])
+                j += 1
+            yield Stream(
+                self.trace_id,
+                data[start:end],
+                np.array(pos, dtype=np.int64),
+                np.array(idx, dtype=np.int64),
+            )
+
     @classmethod
     def from_chunks(cls, trace_id: int | None, chunks: list[tuple[int, bytes]]) -> Stream:
         """Build a stream from ``(capture index, bytes)`` pieces (used by tests and encoders)."""

@@ -29,6 +29,46 @@ def _colour(name: str) -> str:
     return f"hsl({hue},55%,70%)"
 
 
+_LABEL_ROW = 13
+"""Height of a row of instant labels."""
+_LABEL_ROWS = 3
+"""Rows of labels a track of instants may use; a label that fits in none is left out
+(its tick keeps the name as a tooltip)."""
+_HALO = 'stroke="white" stroke-width="3" paint-order="stroke"'
+"""A label's white outline, so that it reads over the ticks it is drawn across."""
+_CHAR = 6.5
+"""Width of a character of the labels' font, estimated generously (sans-serif, 11 px)."""
+
+
+def _place_labels(ticks: list[tuple[float, str]], width: int) -> list[tuple[float, int, str, bool]]:
+    """Where the labels of a track's instants go: ``(x, row, name, to the left)`` for each
+    label that can be shown without overlapping another.
+
+    Ticks are taken left to right; each label goes in the first row where it clears the
+    labels already there (with a gap), to the right of its tick, or to its left near the
+    picture's right edge. A label that is the same as the last one shown in every row
+    within its own width adds nothing and is left out, as is one that fits nowhere.
+    """
+    ends = [float("-inf")] * _LABEL_ROWS
+    last: list[tuple[float, str]] = [(float("-inf"), "")] * _LABEL_ROWS
+    out: list[tuple[float, int, str, bool]] = []
+    for xi, name in ticks:
+        size = _CHAR * len(name) + 6
+        right = xi + size > width - _LEFT
+        lo, hi = (xi - size, xi) if right else (xi, xi + size)
+        for row in range(_LABEL_ROWS):
+            if ends[row] + 4 <= lo:
+                break
+        else:
+            continue
+        if any(lx + size > xi and lname == name for lx, lname in last):
+            continue  # the same text just before it: the tick alone says enough
+        ends[row] = hi
+        last[row] = (xi, name)
+        out.append((xi, row, name, right))
+    return out
+
+
 def _depths(slices: list[Slice]) -> list[int]:
     """The call depth of each slice (given parents first), from how they nest."""
     out: list[int] = []
@@ -112,16 +152,22 @@ def svg_lines(timeline: Timeline, width: int = WIDTH) -> Iterator[str]:
                         )
                 y += 2 * _ROW + 4
                 continue
-            for i in (i for i in timeline.instants if i.track == child.uid):
-                xi = x(i.at)
+            instants = sorted(
+                (i for i in timeline.instants if i.track == child.uid), key=lambda i: i.at
+            )
+            for xi, name in ((x(i.at), i.name) for i in instants):
                 body.append(
-                    f'<line x1="{xi:.1f}" y1="{y}" x2="{xi:.1f}" y2="{y + _ROW}" stroke="#c33"/>'
+                    f'<line x1="{xi:.1f}" y1="{y}" x2="{xi:.1f}" y2="{y + _ROW}" stroke="#c33">'
+                    f"<title>{escape(name)}</title></line>"
                 )
-                # A label near the right edge goes to the left of its tick.
-                right = xi > width - 8 * len(i.name) - _LEFT
+            labels = _place_labels([(x(i.at), i.name) for i in instants], width)
+            for xi, row, name, right in labels:
                 at = f'x="{xi - 3:.1f}" text-anchor="end"' if right else f'x="{xi + 3:.1f}"'
-                body.append(f'<text {at} y="{y + 13}">{escape(i.name)}</text>')
-            y += _ROW + 4
+                body.append(
+                    f'<text {at} y="{y + 13 + row * _LABEL_ROW}" {_HALO}>{escape(name)}</text>'
+                )
+            rows = 1 + max((row for _, row, _, _ in labels), default=0)
+            y += _ROW + 4 + (rows - 1) * _LABEL_ROW
         y += 10
     yield (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{y}" '

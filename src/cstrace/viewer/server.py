@@ -110,10 +110,15 @@ class ViewerServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], store: TraceStore) -> None:
+    def __init__(self, address: tuple[str, int], store: TraceStore | None = None) -> None:
+        self.store = store
+        self.routes = _routes(store) if store is not None else {}
+        super().__init__(address, _Handler)
+
+    def attach(self, store: TraceStore) -> None:
+        """Serve ``store`` (a server bound before its trace was decoded)."""
         self.store = store
         self.routes = _routes(store)
-        super().__init__(address, _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A browser that went away before its answer is not an error; anything else is
@@ -180,7 +185,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-def make_server(store: TraceStore, host: str = "127.0.0.1", port: int = 0) -> ViewerServer:
-    """A server for ``store`` on ``host:port`` (port 0: any free port), not yet serving:
-    call ``serve_forever()``."""
+def make_server(store: TraceStore | None, host: str = "127.0.0.1", port: int = 0) -> ViewerServer:
+    """A server for ``store`` on ``host:port`` (port 0: any free port), bound but not yet
+    serving: call ``serve_forever()``. With ``store`` None, the port is taken now and the
+    store given later (:meth:`ViewerServer.attach`), so that a busy port is known before a
+    long decode. ``OSError`` when the address cannot be bound."""
     return ViewerServer((host, port), store)

@@ -1097,7 +1097,23 @@ class TraceStore:
             "issues": [str(i) for i in self.issues],
             "symbols": None if self.symbols is not None else self._no_symbols(),
             "top": self.top_functions(),
+            "columns": self._columns(),
         }
+
+    def _columns(self) -> dict[str, bool]:
+        """Which of the instruction list's optional columns have something to show: function
+        names (symbols), source lines (a line table), times (timestamps or cycle counts)."""
+        symbols = self.symbols
+        funcs = symbols is not None and bool(symbols.functions())
+        lines = False
+        if symbols is not None:
+            try:
+                lines = bool(symbols.line_table())
+            except CstraceError:
+                lines = False
+        times = bool(len(self.timestamps) and int(self.timestamps.max()) >= 0)
+        times = times or bool(self.batch["cycle_count_valid"].any())
+        return {"func": funcs, "src": lines, "time": times}
 
     def top_functions(self, limit: int = 20) -> list[dict[str, Any]]:
         """The functions that ran the most instructions."""

@@ -564,8 +564,12 @@ async function start() {
   const o = await api("overview");
   state.overview = o;
   state.total = o.rows;
-  $("input-name").textContent = o.input;
+  // The input's last path part; the whole path on hover.
+  $("input-name").textContent = o.input.replace(/[\\/]+$/, "").split(/[\\/]/).pop() || o.input;
   $("input-name").title = o.input;
+  // Columns with nothing to show in this trace are left out.
+  const cols = o.columns || {};
+  for (const name of ["func", "src", "time"]) $("view-trace").classList.toggle("no-" + name, cols[name] === false);
   layoutList();
   renderOverview(o);
   // A trace with data or messages gets a larger data pane.
