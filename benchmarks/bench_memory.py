@@ -38,11 +38,19 @@ _DEFAULT = (
 MODES = ("listing", "elements", "null")
 
 
+def copy_writable(src: Path, dest: Path) -> None:
+    """Copy the folder ``src`` to ``dest``, every copied folder and file writable (the
+    corpus is read-only; a copy must be removable)."""
+    shutil.copytree(src, dest, copy_function=shutil.copyfile)
+    for folder, _, _ in os.walk(dest):
+        os.chmod(folder, 0o755)
+
+
 def repeated_snapshot(snapshot: Path, times: int, dest: Path) -> Path:
     """A copy of ``snapshot`` in ``dest`` whose trace buffer files hold their data ``times`` times.
 
-    Memory dumps and INI files are copied unchanged (the snapshot reader refuses links
-    that lead outside the folder).
+    Memory dumps, INI files and subfolders are copied unchanged (the snapshot reader
+    refuses links that lead outside the folder).
     """
     from cstrace.inputs import read_snapshot
 
@@ -51,6 +59,9 @@ def repeated_snapshot(snapshot: Path, times: int, dest: Path) -> Path:
     snap = read_snapshot(snapshot)
     buffer_files = {Path(f.name).name for b in snap.buffers for f in b.files}
     for p in snapshot.iterdir():
+        if p.is_dir():
+            copy_writable(p, out / p.name)  # memory dumps in a subfolder (bindir_64/)
+            continue
         if not p.is_file():
             continue
         if p.name in buffer_files:
