@@ -1779,6 +1779,18 @@ def _note_missing_sources(symbols: Any, err: TextIO) -> None:
         )
 
 
+def _note_left_out(missing: list[str], err: TextIO) -> None:
+    """One note naming the source files left out of an lcov file (not on disk: genhtml
+    could not read them)."""
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        print(
+            f"cstrace: note: {len(missing)} source file(s) left out of the lcov file, not "
+            f"found on disk ({', '.join(missing[:3])}{more}); --format text lists every file",
+            file=err,
+        )
+
+
 def _coverage_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -> list[str]:
     """The report of ``coverage``, made whole before anything is written."""
     import time
@@ -1811,7 +1823,9 @@ def _coverage_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) 
             file=err,
         )
     if args.format == "lcov":
-        return list(lcov_lines(coverage, args.test_name))
+        lines = list(lcov_lines(coverage, args.test_name, symbols.source_path))
+        _note_left_out(sorted(f for f in coverage.files if symbols.source_path(f) is None), err)
+        return lines
     if args.format == "cobertura":
         return list(cobertura_xml(coverage, f"cstrace {__version__}", int(time.time() * 1000)))
     if args.format == "html":
