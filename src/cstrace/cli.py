@@ -339,9 +339,14 @@ def _print_configuration(args: argparse.Namespace) -> Trace | None:
             continue
         print(
             f"  {label}: configuration inferred (confidence {got.confidence:.2f}): "
-            f"{got.protocol} on {got.core}"
+            f"{got.label or got.protocol + ' on ' + got.core}"
         )
-        print("    " + ", ".join(f"{k}={v}" for k, v in got.settings.items()))
+        print(f"    decoded as {got.protocol} on {got.core}: " + ", ".join(
+            f"{k}={v}" for k, v in got.settings.items()))  # fmt: skip
+        for line in got.undecided:
+            print(f"    undecided: {line}")
+        if got.same:
+            print("    does not matter: " + "; ".join(got.same))
         print(f"    evidence: {got.evidence}")
     return trace
 
@@ -1074,9 +1079,13 @@ def _lines(
             yield inferred_line(inf)
         elif args.format == "text":
             yield f"# configuration {inf.describe()}"
+            for note in inf.notes():
+                yield f"# {note}"
         else:
             # The OpenCSD listing stays the reference's text: the note goes to stderr.
             print(f"cstrace: note: configuration {inf.describe()}", file=err)
+            for note in inf.notes():
+                print(f"cstrace: note: {note}", file=err)
     names = args.buffer or [b.name for b in trace.buffers]
     buffers = [trace.buffer(n) for n in names]
     options = _options(args)

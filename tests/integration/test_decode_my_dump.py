@@ -105,7 +105,7 @@ def test_info_prints_the_inferred_configuration(tmp_path: Path) -> None:
     done = _cli("info", str(capture), f"--memory={code}@0x8000")
     assert done.returncode == 0, done.stderr
     lines = [ln for ln in done.stdout.splitlines() if "configuration inferred" in ln]
-    assert len(lines) == 1 and "trace ID 0x02" in lines[0] and "ETM3" in lines[0]
+    assert len(lines) == 1 and "trace ID 0x02" in lines[0] and "ETMv3" in lines[0]
     assert "cyclecount=1" in done.stdout
 
 
@@ -146,7 +146,7 @@ def test_package_keeps_what_was_inferred(tmp_path: Path) -> None:
 
     with zipfile.ZipFile(tmp_path / "dump.zip") as z:
         contents = z.read("contents.ini").decode()
-    assert "; configuration trace ID 0x02: ETM3" in contents and "cyclecount=1" in contents
+    assert "; configuration trace ID 0x02: ETMv3" in contents and "cyclecount=1" in contents
 
 
 def _itm_trace() -> tuple[bytes, dict[str, int]]:

@@ -295,36 +295,65 @@ def _switch(data: bytes, lo: int, bad: int, final: bool, seen: bytearray) -> int
     fewest headers the stream has not used so far (a damaged byte read as a header is
     usually one the stream never uses: an extension packet that changes the stimulus
     port page, a port no other packet names), then the earliest. None when none reads
-    through."""
+    through.
+
+    Each position's result is worked out once (readings that meet share the rest), so
+    the work is linear in the bytes looked at.
+    """
     n = len(data)
+    # Per position: None when the reading from it fails, else its count of novel headers.
+    done: dict[int, int | None] = {}
     best: tuple[int, int] | None = None
     for t in range(lo, min(bad + SPAN, n)):
+        path: list[int] = []
         q = t
-        count = 0
-        novel = 0
-        ok = False
-        while count < RUN:
-            if q >= n:
-                ok = final
+        tail: int | None
+        while True:
+            if q in done:
+                tail = done[q]
+                break
+            if q > bad:
+                tail = _reads_on(data, q, final, seen)
+                done[q] = tail
                 break
             e = packet_end(data, q)
-            if e == INVALID:
+            if e == INVALID or (e > n and not final):
+                tail = None
+                done[q] = None
                 break
+            path.append(q)
             if e > n:
-                ok = final
+                tail = 0
                 break
-            if not seen[data[q]]:
-                novel += 1
-            if q > bad:
-                count += 1
             q = e
-        else:
-            ok = True
-        if ok and (best is None or novel < best[0]):
-            best = (novel, t)
-            if novel == 0:
+        for q in reversed(path):
+            if tail is not None and not seen[data[q]]:
+                tail += 1
+            done[q] = tail
+        got = done.get(t)
+        if got is not None and (best is None or got < best[0]):
+            best = (got, t)
+            if got == 0:
                 break
     return None if best is None else best[1]
+
+
+def _reads_on(data: bytes, q: int, final: bool, seen: bytearray) -> int | None:
+    """The novel headers of :data:`RUN` packets read validly from ``data[q]`` (or of every
+    packet up to the end of a final window); None when they do not read validly."""
+    n = len(data)
+    novel = 0
+    for _ in range(RUN):
+        if q >= n:
+            return novel if final else None
+        e = packet_end(data, q)
+        if e == INVALID:
+            return None
+        if e > n:
+            return novel if final else None
+        novel += 0 if seen[data[q]] else 1
+        q = e
+    return novel
 
 
 def _packet(raw: bytes, index: int) -> ItmPacket:
