@@ -346,7 +346,7 @@ def _print_configuration(args: argparse.Namespace) -> Trace | None:
         for line in got.undecided:
             print(f"    undecided: {line}")
         if got.same:
-            print("    does not matter: " + "; ".join(got.same))
+            print("    does not matter (other values decode the same): " + "; ".join(got.same))
         print(f"    evidence: {got.evidence}")
     return trace
 

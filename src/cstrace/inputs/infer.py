@@ -64,6 +64,7 @@ from cstrace.capture import Stream
 from cstrace.elements import ElemType, InstrType
 from cstrace.errors import CstraceError, DiagKind, Severity
 from cstrace.inputs.platform import Platform
+from cstrace.isa.types import Profile
 from cstrace.memory.code import CodeMemory
 from cstrace.protocols import DecodeContext, DecodeOptions, Packet, get_protocol
 from cstrace.protocols.base import Setting
@@ -764,7 +765,6 @@ def _judge(
                 same.append(
                     f"{_DISPLAY.get(name, name)}: "
                     + ", ".join(_value_text(name, v, best) for v in alike)
-                    + " would decode the same"
                 )
             for value, sc in rivals:
                 gap = _gap(best_score, sc)
@@ -928,8 +928,13 @@ def infer_source(
         plain = dict(best, protocol="ETM4", vmid=vmid)
         if cost(plain, True).signature == cost(best, True).signature:
             best = plain
+            others = ", ".join(
+                v for v in ("8", "16", "32") if v != _value_text("vmid", vmid, plain)
+            )
             same = [
-                "protocol: ETE would decode the same" if x.startswith("protocol:") else x
+                "protocol: ETE"
+                if x.startswith("protocol:")
+                else (f"vmid: {others}" if x.startswith("vmid:") else x)
                 for x in same
             ]
     for score, inf, _ev, _sp in results:
@@ -945,6 +950,9 @@ def infer_source(
     label = _label(
         fam.name, best, platform, same, core_type if decided_core else "", judged.undecided
     )
+    settings = _settings_text(best)
+    if fam.name == "etm4" and platform.profile == Profile.M:
+        settings.pop("vmid", None)  # M-profile cores have no VMID
     evidence = f"start of the stream ({len(prefix)} bytes) decoded: {judged.score.text()}"
     if chosen.evidence:
         evidence += "; " + chosen.evidence
@@ -955,7 +963,7 @@ def infer_source(
         protocol=fmt,
         core=core_type,
         registers=full,
-        settings=_settings_text(best),
+        settings=settings,
         confidence=confidence,
         evidence=evidence,
         family=fam.name,

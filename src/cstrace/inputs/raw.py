@@ -36,13 +36,13 @@ from cstrace.inputs.metadata import (
     parse_metadata_text,
 )
 from cstrace.memory.build import CodeMemories
-from cstrace.memory.elf import ElfImage, load_elf
 from cstrace.parsing import decode_text, parse_int
 from cstrace.protocols import protocol_name
 from cstrace.trace import Buffer, Inferred, Origin, Source, Trace
 
 if TYPE_CHECKING:
     from cstrace.inputs.infer import Inference
+    from cstrace.memory.elf import ElfImage
 
 __all__ = ["RawOptions", "open_raw"]
 
@@ -455,6 +455,8 @@ def _elf_images(trace: Trace) -> list[tuple[str, ElfImage]]:
     An image that is not an ELF file, or that cannot be read, says nothing here
     (decoding reports it).
     """
+    from cstrace.memory.elf import load_elf
+
     out: list[tuple[str, ElfImage]] = []
     for image in trace.images:
         try:
