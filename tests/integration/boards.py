@@ -867,7 +867,7 @@ SERVER_VMIDS = (0x05, 0x06)
 
 
 def server_etmv4(
-    folder: Path, vmid_bits: int, *, keep: int = 24000, switch_every: int = 700
+    folder: Path, vmid_bits: int, *, keep: int = 12000, switch_every: int = 700
 ) -> BoardCapture:
     """The AArch64 test program (:mod:`tests.profiles.program`) run as two processes that
     take turns, traced at EL0 with context IDs and VMIDs, the last ``keep`` bytes in an ETR.
@@ -1018,7 +1018,7 @@ def _itm_items_of(steps: list[Step], seed: int) -> Iterator[tuple[int, list[ItmI
 def m3_swo(
     folder: Path,
     *,
-    steps: int = 30000,
+    steps: int = 20000,
     skip: int = 1200,
     faults: tuple[tuple[int, str], ...] = (),
 ) -> BoardCapture:
