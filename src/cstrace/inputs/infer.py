@@ -661,14 +661,34 @@ def _quality(best: _Score, has_code: bool) -> float:
 
 
 def _gap(best: _Score, rival: _Score) -> float:
-    """The rival's inconsistencies beyond the choice's, weighed against the choice's own:
-    about how many standard deviations of noise the difference is."""
+    """How far the rival is behind the choice, about in standard deviations of noise.
+
+    The evidence is weighed in the order :func:`_better` weighs it: packets and
+    decoder errors first, then program flow left unexplained, then addresses
+    without code. The first kind that differs decides the sign (a rival with more
+    packet errors is behind, however much code it walked); the later kinds add to
+    the gap only where they point the same way. Each difference counts against
+    the choice's own count of the same kind.
+    """
     if math.isinf(rival.cost):
         return math.inf
     if (rival.ranges > 0) != (best.ranges > 0):
         return 10.0 if best.ranges else -10.0
-    diff = (rival.errors - best.errors) + (rival.nacc - best.nacc)
-    return diff / math.sqrt(1.0 + best.errors + best.nacc)
+    sb = best.errors - best.jumps - best.unknown
+    fb = best.jumps + best.unknown
+    tiers = (
+        ((rival.errors - rival.jumps - rival.unknown) - sb, sb),
+        ((rival.jumps + rival.unknown) - fb, fb),
+        (rival.nacc - best.nacc, best.nacc),
+    )
+    gap = 0.0
+    for diff, own in tiers:
+        step = diff / math.sqrt(1.0 + own)
+        if gap == 0.0:
+            gap = step
+        elif step > 0:
+            gap += step if gap > 0 else 0.0
+    return gap
 
 
 def _margin(gap: float) -> float:
@@ -848,8 +868,17 @@ def infer_source(
     tid = "" if single else f"{trace_id:#x}"
     families = [f for f in (family, *candidates) if f in _FAMILIES or f == "ete"]
     allowed = [f for f in families if _family_allowed(f, platform)]
+    conflict = ""
     if allowed:
         families = allowed
+    elif platform.known:
+        # The trace's synchronisation sequences name a protocol no core of this
+        # architecture has: the images (or the core named) are not this source's.
+        conflict = (
+            f"{platform.said_by} says {platform.name or 'an architecture'}, whose cores have "
+            f"no {_FAMILY_WORDS.get(family, family)}: not used"
+        )
+        platform = Platform(core=core_given)
     results: list[tuple[_Score, Inference, _Evaluator, dict[str, tuple[Any, ...]]]] = []
     for fam_name in families:
         fam = _FAMILIES["etm4" if fam_name == "ete" else fam_name]
@@ -958,6 +987,8 @@ def infer_source(
         evidence += "; " + chosen.evidence
     if platform.said_by:
         evidence += f"; {platform.said_by}"
+    if conflict:
+        evidence += f"; {conflict}"
     return Inference(
         trace_id=trace_id,
         protocol=fmt,
@@ -972,6 +1003,9 @@ def infer_source(
         undecided=judged.undecided,
         same=same,
     )
+
+
+_FAMILY_WORDS = {"etm4": "ETMv4 or ETE", "ete": "ETE", "ptm": "PTM", "etm3": "ETMv3"}
 
 
 def _family_allowed(family: str, platform: Platform) -> bool:
