@@ -339,9 +339,14 @@ def _print_configuration(args: argparse.Namespace) -> Trace | None:
             continue
         print(
             f"  {label}: configuration inferred (confidence {got.confidence:.2f}): "
-            f"{got.protocol} on {got.core}"
+            f"{got.label or got.protocol + ' on ' + got.core}"
         )
-        print("    " + ", ".join(f"{k}={v}" for k, v in got.settings.items()))
+        print(f"    decoded as {got.protocol} on {got.core}: " + ", ".join(
+            f"{k}={v}" for k, v in got.settings.items()))  # fmt: skip
+        for line in got.undecided:
+            print(f"    undecided: {line}")
+        if got.same:
+            print("    does not matter (other values decode the same): " + "; ".join(got.same))
         print(f"    evidence: {got.evidence}")
     return trace
 
@@ -1081,9 +1086,13 @@ def _lines(
             yield inferred_line(inf)
         elif args.format == "text":
             yield f"# configuration {inf.describe()}"
+            for note in inf.notes():
+                yield f"# {note}"
         else:
             # The OpenCSD listing stays the reference's text: the note goes to stderr.
             print(f"cstrace: note: configuration {inf.describe()}", file=err)
+            for note in inf.notes():
+                print(f"cstrace: note: {note}", file=err)
     names = args.buffer or [b.name for b in trace.buffers]
     buffers = [trace.buffer(n) for n in names]
     options = _options(args)
@@ -1824,6 +1833,18 @@ def _note_missing_sources(symbols: Any, err: TextIO) -> None:
         )
 
 
+def _note_left_out(missing: list[str], err: TextIO) -> None:
+    """One note naming the source files left out of an lcov file (not on disk: genhtml
+    could not read them)."""
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        print(
+            f"cstrace: note: {len(missing)} source file(s) left out of the lcov file, not "
+            f"found on disk ({', '.join(missing[:3])}{more}); --format text lists every file",
+            file=err,
+        )
+
+
 def _coverage_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) -> list[str]:
     """The report of ``coverage``, made whole before anything is written."""
     import time
@@ -1856,7 +1877,9 @@ def _coverage_lines(args: argparse.Namespace, err: TextIO, errors: list[Issue]) 
             file=err,
         )
     if args.format == "lcov":
-        return list(lcov_lines(coverage, args.test_name))
+        lines = list(lcov_lines(coverage, args.test_name, symbols.source_path))
+        _note_left_out(sorted(f for f in coverage.files if symbols.source_path(f) is None), err)
+        return lines
     if args.format == "cobertura":
         return list(cobertura_xml(coverage, f"cstrace {__version__}", int(time.time() * 1000)))
     if args.format == "html":

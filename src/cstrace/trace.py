@@ -224,16 +224,30 @@ class Inferred:
     settings: Mapping[str, str]
     """Each setting and its value in words (``cyclecount``: ``1``)."""
     confidence: float
-    """Between 0 and 1: how much better the choice decoded than the next best."""
+    """Between 0 and 1: how much better the choice decoded than the next best that
+    decodes differently (0.5 or less when the evidence does not separate them)."""
     evidence: str
+    label: str = ""
+    """The protocol and core in words, as far as the evidence goes (``ETMv4 (minor
+    version not seen) on an Armv8-A core``); empty: ``protocol on core``."""
+    undecided: tuple[str, ...] = ()
+    """Settings the evidence does not decide: field, deciding option, what each gives."""
+    same: tuple[str, ...] = ()
+    """Settings whose other values decode the trace the same."""
 
     def describe(self) -> str:
         """One line: trace ID, protocol, core and settings, with the confidence."""
         items = ", ".join(f"{k}={v}" for k, v in self.settings.items())
+        what = self.label or f"{self.protocol} on {self.core}"
         return (
-            f"trace ID {self.trace_id:#04x}: {self.protocol} on {self.core}"
-            f"{': ' + items if items else ''} (inferred, confidence {self.confidence:.2f})"
+            f"trace ID {self.trace_id:#04x}: {what} (decoded as {self.protocol} on "
+            f"{self.core}){': ' + items if items else ''} (inferred, confidence "
+            f"{self.confidence:.2f})"
         )
+
+    def notes(self) -> list[str]:
+        """What the evidence left undecided, one line each (empty when it decided all)."""
+        return [f"trace ID {self.trace_id:#04x}: undecided: {u}" for u in self.undecided]
 
 
 @dataclass

@@ -105,7 +105,7 @@ def test_info_prints_the_inferred_configuration(tmp_path: Path) -> None:
     done = _cli("info", str(capture), f"--memory={code}@0x8000")
     assert done.returncode == 0, done.stderr
     lines = [ln for ln in done.stdout.splitlines() if "configuration inferred" in ln]
-    assert len(lines) == 1 and "trace ID 0x02" in lines[0] and "ETM3" in lines[0]
+    assert len(lines) == 1 and "trace ID 0x02" in lines[0] and "ETMv3" in lines[0]
     assert "cyclecount=1" in done.stdout
 
 
@@ -146,7 +146,7 @@ def test_package_keeps_what_was_inferred(tmp_path: Path) -> None:
 
     with zipfile.ZipFile(tmp_path / "dump.zip") as z:
         contents = z.read("contents.ini").decode()
-    assert "; configuration trace ID 0x02: ETM3" in contents and "cyclecount=1" in contents
+    assert "; configuration trace ID 0x02: ETMv3" in contents and "cyclecount=1" in contents
 
 
 def _itm_trace() -> tuple[bytes, dict[str, int]]:
@@ -209,3 +209,38 @@ def test_swo_capture_with_itm_without_sync(tmp_path: Path) -> None:
     )
     assert text.startswith("OnOffSort")
     assert sum(int(str(r.get("num_instr", 0))) for r in rows if r["id"] == ETM_ID) >= 40 * 16
+
+
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "etm_demo"
+
+
+def _demo_inferred(*options: str) -> dict[str, object]:
+    done = _cli(
+        "decode",
+        str(DEMO / "etb_0.bin"),
+        f"--memory={DEMO / 'user.bin'}@0x400000",
+        f"--memory={DEMO / 'kernel.bin'}@0xffffffc000080400",
+        *options,
+        "--format=jsonl",
+        "--no-summary",
+    )
+    assert done.returncode == 0, done.stderr
+    head = json.loads(done.stdout.splitlines()[0])["inferred"]
+    assert isinstance(head, dict)
+    return head
+
+
+def test_an_undecided_setting_is_named_with_the_option_that_decides_it() -> None:
+    # etm_demo's ETMv4 trace has no packet only ETE or only ETMv4 has; with its code the
+    # two decode differently (ETE's EXCEPTION_RET after an ERET), both consistently.
+    head = _demo_inferred()
+    undecided = head["undecided"]
+    assert isinstance(undecided, list) and len(undecided) == 1
+    assert undecided[0].startswith("protocol (TRCDEVARCH (ETE) or TRCIDR1 (ETMv4))")
+    assert "--protocol 0x10=etmv4 or --protocol 0x10=ete decides" in undecided[0]
+    assert float(str(head["confidence"])) <= 0.5
+    assert str(head["label"]).startswith("ETE or ETMv4 (the trace does not tell)")
+    # An Armv8.0 core named: ETE is ruled out, nothing is left undecided.
+    named = _demo_inferred("--core=0x10=Cortex-A53")
+    assert named["undecided"] == [] and named["protocol"] == "ETM4.6"
+    assert str(named["label"]) == "ETMv4 (minor version not seen) on Cortex-A53 (Armv8-A)"

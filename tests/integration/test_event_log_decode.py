@@ -267,7 +267,8 @@ def test_raw_formatted_capture_with_per_id_options(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     head = [ln for ln in done.stdout.splitlines() if ln.startswith("# configuration")]
-    assert len(head) == 1 and "trace ID 0x11: PTM1.1" in head[0] and "inferred" in head[0]
+    assert len(head) == 1 and "trace ID 0x11: PTM" in head[0] and "inferred" in head[0]
+    assert "(decoded as PTM1.1 on " in head[0]
     # Decode only what is described: the other ID's options come from a register.
     done = _cli(
         "decode",

@@ -341,18 +341,30 @@ def _file_names(program: Any, comp_dir: str) -> list[str]:
     return out
 
 
-def _read_source(file: str, folder: str) -> list[str] | None:
-    """The lines of source ``file`` (relative: from here, else from ``folder``), or None."""
+def _source_file(file: str, folder: str) -> Path | None:
+    """Where source ``file`` is (relative: from here, else from ``folder``), if it is a
+    readable file of at most :data:`_MAX_SOURCE_BYTES`."""
     candidates = [Path(file)]
     if not os.path.isabs(file) and folder:
         candidates.append(Path(folder) / file)
     for p in candidates:
         try:
-            if p.is_file() and p.stat().st_size <= _MAX_SOURCE_BYTES:
-                return p.read_bytes().decode("utf-8", "replace").splitlines()
+            if p.is_file() and p.stat().st_size <= _MAX_SOURCE_BYTES and os.access(p, os.R_OK):
+                return p
         except OSError:
             continue
     return None
+
+
+def _read_source(file: str, folder: str) -> list[str] | None:
+    """The lines of source ``file`` (relative: from here, else from ``folder``), or None."""
+    p = _source_file(file, folder)
+    if p is None:
+        return None
+    try:
+        return p.read_bytes().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
 
 
 # -- many images, in run-time addresses ---------------------------------------------------
@@ -737,6 +749,20 @@ class Symbols:
         if lines is None or not 1 <= line <= len(lines):
             return None
         return lines[line - 1]
+
+    def source_path(self, file: str) -> str | None:
+        """A path other programs can open source ``file`` by (the name DWARF gives when it
+        opens from here, else the file next to the ELF that names it), or None when it is
+        not on disk or DWARF does not name it."""
+        if self._known_files is None:
+            self.source(file, 1)  # builds the table of files DWARF names
+        where = (self._known_files or {}).get(file)
+        if where is None:
+            return None
+        found = _source_file(file, where)
+        if found is None:
+            return None
+        return file if str(found) == file else str(found.resolve())
 
     def missing_sources(self) -> list[str]:
         """The source files :meth:`source` was asked for that DWARF names but that could not

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cstrace.capture import demux
-from cstrace.errors import Issue, IssueKind, Severity, SnapshotError
+from cstrace.errors import CstraceError, Issue, IssueKind, Severity, SnapshotError
 from cstrace.inputs.extras import Extras, add_extras
 from cstrace.inputs.files import PathBlob
 from cstrace.inputs.metadata import (
@@ -42,6 +42,7 @@ from cstrace.trace import Buffer, Inferred, Origin, Source, Trace
 
 if TYPE_CHECKING:
     from cstrace.inputs.infer import Inference
+    from cstrace.memory.elf import ElfImage
 
 __all__ = ["RawOptions", "open_raw"]
 
@@ -352,6 +353,7 @@ def _user_keys(items: list[Item]) -> tuple[set[str], str | None, bool]:
 def _infer(trace: Trace, pending: list[_Pending], single: bool, label: int | None) -> Trace:
     """``trace`` with a source for each pending one, configured by inference."""
     from cstrace.inputs.infer import infer_source
+    from cstrace.inputs.platform import platform_of
 
     buffer = trace.buffers[0]
     data = bytearray()
@@ -359,9 +361,11 @@ def _infer(trace: Trace, pending: list[_Pending], single: bool, label: int | Non
         data += block
         if len(data) >= _INFER_CAPTURE_BYTES:
             break
+    whole = len(data) < _INFER_CAPTURE_BYTES
     del data[_INFER_CAPTURE_BYTES:]
     streams = demux(bytes(data), buffer.format).streams
     memory = CodeMemories(trace).for_source(Source("infer", "", "", {}, (), core_name=None))
+    images = _elf_images(trace)
     sources = list(trace.sources)
     inferred: list[Inferred] = list(trace.inferred)
     has_code = bool(trace.dumps or trace.images)
@@ -409,6 +413,9 @@ def _infer(trace: Trace, pending: list[_Pending], single: bool, label: int | Non
             chosen,
             has_code,
             p.family if named else None,
+            platform_of(images, core),
+            single,
+            whole,
         )
         chosen.setdefault(result.family, result.candidate)
         # The inference's registers and core already carry the user's items.
@@ -433,10 +440,36 @@ def _infer(trace: Trace, pending: list[_Pending], single: bool, label: int | Non
                 settings=dict(result.settings),
                 confidence=result.confidence,
                 evidence=result.evidence,
+                label=result.label,
+                undecided=tuple(result.undecided),
+                same=tuple(result.same),
             )
         )
     sources.sort(key=lambda s: _trace_id_of(s))
     return replace(trace, sources=sources, inferred=inferred)
+
+
+def _elf_images(trace: Trace) -> list[tuple[str, ElfImage]]:
+    """The ELF images given with the capture, read (for what they say about the core).
+
+    An image that is not an ELF file, or that cannot be read, says nothing here
+    (decoding reports it).
+    """
+    from cstrace.memory.elf import load_elf
+
+    out: list[tuple[str, ElfImage]] = []
+    for image in trace.images:
+        try:
+            data = image.file.read()
+        except (OSError, CstraceError):
+            continue
+        if data[:4] != b"\x7fELF":
+            continue
+        try:
+            out.append((image.name, load_elf(data, image.name)))
+        except CstraceError:
+            continue
+    return out
 
 
 def _trace_id_of(source: Source) -> int:

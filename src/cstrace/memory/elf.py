@@ -142,6 +142,13 @@ class ElfImage:
     """The ``PT_LOAD`` program headers in file order (none for a relocatable object)."""
     module: ModuleLayout | None = None
     """A kernel module's layout (None for anything else)."""
+    cpu_arch: int | None = None
+    """32-bit Arm: ``Tag_CPU_arch`` of the ``.ARM.attributes`` section (10 for Armv7, 13
+    for Armv7E-M, 14 for Armv8-A, 15 Armv8-R, 16/17 Armv8-M Baseline/Mainline, 21
+    Armv8.1-M Mainline...; Arm IHI 0045, "Addenda to the ABI"), when the file says it."""
+    cpu_profile: str | None = None
+    """32-bit Arm: ``Tag_CPU_arch_profile``: ``A``, ``R``, ``M`` or ``S`` (A or R), when
+    the file says it."""
 
     def file_offset(self, address: int) -> int | None:
         """The file offset of link ``address`` (None when no file bytes of a ``PT_LOAD``
@@ -253,6 +260,8 @@ def load_elf(data: bytes, name: str = "<elf>") -> ElfImage:
             entry=int(elf["e_entry"]),
             build_id=_build_id(elf),
         )
+        if image.machine == "EM_ARM":
+            image.cpu_arch, image.cpu_profile = _arm_attributes(elf)
         if elf_type in ("ET_EXEC", "ET_DYN"):
             _load_segments(elf, image, len(data))
         elif elf_type == "ET_REL":
@@ -268,6 +277,34 @@ def load_elf(data: bytes, name: str = "<elf>") -> ElfImage:
     except Exception as exc:  # pyelftools raises many kinds of errors on damaged files
         raise _bad(name, f"malformed file ({type(exc).__name__}: {exc})") from None
     return image
+
+
+def _arm_attributes(elf: object) -> tuple[int | None, str | None]:
+    """``Tag_CPU_arch`` and ``Tag_CPU_arch_profile`` of the ``aeabi`` attributes, if any.
+
+    A damaged attributes section says nothing (it only narrows what inference tries).
+    """
+    from elftools.elf.elffile import ELFFile
+
+    assert isinstance(elf, ELFFile)
+    arch: int | None = None
+    profile: str | None = None
+    try:
+        sec = elf.get_section_by_name(".ARM.attributes")
+        if sec is None or not hasattr(sec, "iter_subsections"):
+            return None, None
+        for sub in sec.iter_subsections():
+            for subsub in sub.iter_subsubsections():
+                for attr in subsub.iter_attributes():
+                    if not isinstance(attr.value, int):
+                        continue
+                    if str(attr.tag) == "TAG_CPU_ARCH":
+                        arch = attr.value
+                    elif str(attr.tag) == "TAG_CPU_ARCH_PROFILE" and 0 < attr.value < 128:
+                        profile = chr(attr.value)
+    except Exception:  # pyelftools raises many kinds of errors on damaged sections
+        return arch, profile
+    return arch, profile
 
 
 def _load_segments(elf: object, image: ElfImage, size: int) -> None:

@@ -45,6 +45,7 @@ __all__ = [
     "ProtocolConfig",
     "ProtocolSpec",
     "Registers",
+    "Setting",
     "register",
     "require",
 ]
@@ -65,6 +66,27 @@ def register(regs: Registers, name: str, default: int) -> int:
     """The value of register ``name``, or ``default`` when it is absent."""
     value = regs.get(name)
     return default if value is None else value
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A setting of a trace source that configuration inference may have to choose.
+
+    Each protocol's ``config.py`` lists its settings next to the register fields
+    they stand for (``SETTINGS``), with a function that turns a choice of values
+    into registers. ``values`` are the candidates in order of preference: the
+    first is the one a trace unit most often has, or the one that decodes
+    correctly whatever the truth where such a value exists. ``field`` names the
+    register field that holds it; ``holds`` the register and option names that
+    fix it when the user gives one; ``option`` the ``--set`` option that decides
+    it (None when only a register, ``--core`` or ``--protocol`` does).
+    """
+
+    name: str
+    values: tuple[Any, ...]
+    field: str
+    holds: tuple[str, ...]
+    option: str | None = None
 
 
 class ProtocolConfig(Protocol):

@@ -47,11 +47,23 @@ def _lcov_count(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
-def lcov_lines(coverage: Coverage, test_name: str = "") -> Iterator[str]:
-    """The lcov tracefile of ``coverage`` (see the module docstring)."""
+def lcov_lines(
+    coverage: Coverage,
+    test_name: str = "",
+    source_path: Callable[[str], str | None] | None = None,
+) -> Iterator[str]:
+    """The lcov tracefile of ``coverage`` (see the module docstring).
+
+    ``source_path`` gives the path ``genhtml`` reads each source file by, or None
+    for a file that is not on disk: such a file is left out (``genhtml`` stops at
+    a source it cannot read). Without it every file is written under its name.
+    """
     for f in coverage.sorted_files():
+        path = f.path if source_path is None else source_path(f.path)
+        if path is None:
+            continue
         yield f"TN:{test_name}"
-        yield f"SF:{f.path}"
+        yield f"SF:{path}"
         names: set[str] = set()
         functions = [fn for fn in f.functions if fn.line is not None]
         for fn in functions:

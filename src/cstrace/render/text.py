@@ -397,6 +397,9 @@ def inferred_line(inferred: Inferred) -> str:
             "settings": dict(inferred.settings),
             "confidence": inferred.confidence,
             "evidence": inferred.evidence,
+            "label": inferred.label,
+            "undecided": list(inferred.undecided),
+            "same": list(inferred.same),
         }
     }
     return json.dumps(obj, separators=(",", ":"))

@@ -21,14 +21,16 @@ profile (Cortex-M cores are ARMv7-M: exception numbers are 9 bits wide).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from cstrace.errors import ConfigError
 from cstrace.isa.cores import arch_profile
 from cstrace.isa.types import ArchVersion, Profile
-from cstrace.protocols.base import Registers, require
+from cstrace.protocols.base import Registers, Setting, require
 
-__all__ = ["Etmv3Config", "from_registers"]
+__all__ = ["SETTINGS", "START", "Etmv3Config", "from_registers", "inferred_registers"]
 
 # ETMCR bits.
 CTRL_DATA_VALUE = 1 << 2
@@ -168,3 +170,85 @@ def from_registers(regs: Registers, core: str = "", version: str = "") -> Etmv3C
     """The ETMv3 configuration from register values (see :meth:`Etmv3Config.from_registers`)."""
     del version
     return Etmv3Config.from_registers(regs, core)
+
+
+# -- settings inference chooses (cstrace.inputs.infer) -----------------------------------
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("cyclecount", (False, True), "ETMCR.CycleAccurate (bit 12)", ("cyclecount", "ETMCR"),
+            "cyclecount"),
+    Setting("context_id", (0, 32, 8, 16), "ETMCR.ContextIDSize (bits 15:14)",
+            ("context_id", "ETMCR"), "context_id"),
+    Setting("alt_branch", (True, False), "ETMIDR bit 20 (alternative branch encoding, ETMv3.4+)",
+            ("alt_branch", "ETMIDR"), "alt_branch"),
+    Setting("data_address", (False, True), "ETMCR.DataAddress (bit 3)",
+            ("data_address", "ETMCR"), "data_address"),
+    Setting("data_value", (False, True), "ETMCR.DataValue (bit 2)", ("data_value", "ETMCR"),
+            "data_value"),
+    Setting("vmid", (False, True), "ETMCR.VMIDEnable (bit 30)", ("vmid", "ETMCR"), "vmid"),
+    Setting("timestamps", (False, True), "ETMCR.TimestampEnable (bit 28)",
+            ("timestamp_bits", "ETMCR"), "timestamp_bits"),
+    Setting("timestamp_bits", (64, 48), "ETMCCER bit 29 (64-bit timestamps)",
+            ("timestamp_bits", "ETMCCER"), "timestamp_bits"),
+    Setting("timestamp_gray", (False, True), "ETMCCER bit 28 (natural binary timestamps)",
+            ("timestamp_gray", "ETMCCER"), "timestamp_gray"),
+    Setting("core", ("ARMv7-A", "ARMv7-M"), "the traced core's architecture", ("core",)),
+    Setting("branch_broadcast", (False, True), "ETMCR.BranchOutput (bit 8)",
+            ("branch_broadcast", "ETMCR"), "branch_broadcast"),
+)  # fmt: skip
+"""What inference searches, in order (IHI 0014Q chapter 3)."""
+
+START: dict[str, Any] = {
+    "protocol": "ETM3",
+    "cyclecount": False,
+    "context_id": 0,
+    "alt_branch": True,
+    "data_address": False,
+    "data_value": False,
+    "vmid": False,
+    "timestamps": False,
+    "timestamp_bits": 64,
+    "timestamp_gray": False,
+    "core": "ARMv7-A",
+    "branch_broadcast": False,
+}
+"""The first candidate inference tries."""
+
+
+def control_registers(c: Mapping[str, Any]) -> tuple[int, int]:
+    """ETMCR and ETMCCER of the settings ETMv3 and PTM share."""
+    cr = 0
+    if c["cyclecount"]:
+        cr |= CTRL_CYCLE_ACC
+    cr |= {0: 0, 8: 1, 16: 2, 32: 3}[c["context_id"]] << 14
+    if c["vmid"]:
+        cr |= CTRL_VMID_ENABLE
+    if c["timestamps"]:
+        cr |= CTRL_TS_ENABLE
+    if c.get("branch_broadcast"):
+        cr |= 1 << 8
+    ccer = 0
+    if c["timestamps"]:
+        ccer |= CCER_HAS_TS
+        if c["timestamp_bits"] == 64:
+            ccer |= CCER_TS_64BIT
+        if not c["timestamp_gray"]:
+            ccer |= 1 << 28
+    if c["vmid"]:
+        ccer |= CCER_VIRT_EXT
+    return cr, ccer
+
+
+def inferred_registers(c: Mapping[str, Any], trace_id: int) -> tuple[str, dict[str, int]]:
+    """The source type and registers of a choice of :data:`SETTINGS` values: ``ETM3.5``,
+    with or without the alternative branch encoding (an ETMv3.5 decodes the earlier
+    minor versions' trace alike, the branch encoding apart)."""
+    cr, ccer = control_registers(c)
+    if c["data_value"]:
+        cr |= CTRL_DATA_VALUE
+    if c["data_address"]:
+        cr |= CTRL_DATA_ADDR
+    idr = 0x410CF250
+    if c["alt_branch"]:
+        idr |= IDR_ALT_BRANCH
+    return "ETM3.5", {"ETMCR": cr, "ETMCCER": ccer, "ETMIDR": idr, "ETMTRACEIDR": trace_id}

@@ -22,13 +22,17 @@ same.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import IntEnum
+from typing import Any
 
 from cstrace.isa.cores import arch_profile
 from cstrace.isa.types import ArchVersion, Profile
-from cstrace.protocols.base import Registers, register, require
+from cstrace.protocols.base import Registers, Setting, register, require
 
 __all__ = [
+    "SETTINGS",
+    "START",
     "ArchVersion",
     "CondTraceMode",
     "Etmv4Config",
@@ -36,6 +40,8 @@ __all__ = [
     "QSupport",
     "ete_from_registers",
     "from_registers",
+    "inferred_registers",
+    "setting_values",
 ]
 
 # Defaults the reference snapshot loader uses for registers a snapshot omits.
@@ -309,3 +315,110 @@ def ete_from_registers(regs: Registers, core: str = "", version: str = "") -> Et
     """
     del version
     return Etmv4Config.from_registers(regs, core, ete=True)
+
+
+# -- settings inference chooses (cstrace.inputs.infer) -----------------------------------
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("protocol", ("ETE", "ETM4"), "TRCDEVARCH (ETE) or TRCIDR1 (ETMv4)",
+            ("TRCDEVARCH", "TRCIDR1")),
+    Setting("vmid", ("usual", 8, 16, 32), "TRCIDR2.VMIDSIZE (bits 14:10)", ("vmid", "TRCIDR2"),
+            "vmid"),
+    Setting("commit_opt1", (False, True), "TRCIDR0.COMMOPT (bit 29)", ("commit_opt", "TRCIDR0"),
+            "commit_opt"),
+    Setting("core", ("ARM-AA64", "ARMv8-M", "ARMv7-M"), "the traced core's architecture",
+            ("core",)),
+    Setting("return_stack", (False, True), "TRCCONFIGR.RS (bit 12)",
+            ("return_stack", "TRCCONFIGR"), "return_stack"),
+    Setting("wfi_wfe", (True, False), "TRCIDR2.WFXMODE (bit 31)", ("TRCIDR2",)),
+    Setting("comm_trans_p0", (True, False), "TRCIDR0.COMMTRANSP0 (bit 30)", ("TRCIDR0",)),
+    Setting("data", (False, True), "TRCIDR0.TRCDATA and TRCCONFIGR.DA/DV",
+            ("TRCIDR0", "TRCCONFIGR")),
+)  # fmt: skip
+"""What inference searches, in order; ``vmid`` ``usual`` is the size the version's
+cores have (8 bits for ETMv4 on Armv8.0, 32 for ETE). Settings an ETMv4/ETE trace
+states in its trace-info packets (cycle counting, conditional tracing, speculation)
+are read from them instead (``START`` holds their defaults)."""
+
+START: dict[str, Any] = {
+    "protocol": "ETE",
+    "vmid": "usual",
+    "commit_opt1": False,
+    "core": "ARM-AA64",
+    "return_stack": False,
+    "wfi_wfe": True,
+    "comm_trans_p0": True,
+    "data": False,
+    "q": True,
+    "cyclecount": False,
+    "conditional": 0,
+    "max_spec": 0,
+    "ts_marker": False,
+}
+"""The first candidate inference tries."""
+
+
+def setting_values(name: str, profile: Profile | None) -> tuple[Any, ...] | None:
+    """The candidate values of setting ``name`` a core of ``profile`` can have (None: all of
+    :data:`SETTINGS`'). M-profile trace units trace no VMID and no ETE packets."""
+    if profile == Profile.M:
+        if name == "protocol":
+            return ("ETM4",)
+        if name == "vmid":
+            return ("usual",)
+    if profile == Profile.R and name == "protocol":
+        return ("ETM4",)
+    return None
+
+
+def vmid_bits(c: Mapping[str, Any]) -> int:
+    """The VMID size of a candidate (``usual``: 32 for ETE, else 8)."""
+    v = c["vmid"]
+    if v == "usual":
+        return 32 if c["protocol"] == "ETE" else 8
+    return int(v)
+
+
+def inferred_registers(c: Mapping[str, Any], trace_id: int) -> tuple[str, dict[str, int]]:
+    """The source type and registers of a choice of :data:`SETTINGS` values (and of the
+    settings read from trace-info packets): ``ETE`` or ``ETM4.6`` (ETMv4's latest
+    minor version, whose rules decode the earlier versions' trace alike)."""
+    ete = c["protocol"] == "ETE"
+    idr0 = 0x1 | 0x20 | 0x40 | 0x80 | 0x200 | (3 << 10) | (8 << 24)
+    if c["q"]:
+        idr0 |= 3 << 15
+    if c["commit_opt1"]:
+        idr0 |= 1 << 29
+    if not c["comm_trans_p0"]:
+        idr0 |= 1 << 30
+    if c["ts_marker"]:
+        idr0 |= 1 << 23
+    if c["data"]:
+        idr0 |= 0x18
+    vmid = {8: 1, 16: 2, 32: 4}[vmid_bits(c)]
+    idr2 = 0x8 | (4 << 5) | (vmid << 10) | (8 << 25)
+    if c["wfi_wfe"]:
+        idr2 |= 1 << 31
+    configr = 0x1 | (1 << 6) | (1 << 7) | (1 << 11)
+    if c["cyclecount"]:
+        configr |= 1 << 4
+    configr |= c["conditional"] << 8
+    if c["return_stack"]:
+        configr |= 1 << 12
+    if c["q"]:
+        configr |= 3 << 13
+    if c["data"]:
+        configr |= (1 << 1) | (3 << 16)
+    regs = {
+        "TRCCONFIGR": configr,
+        "TRCTRACEIDR": trace_id,
+        "TRCIDR0": idr0,
+        "TRCIDR2": idr2,
+        "TRCIDR8": c["max_spec"],
+    }
+    if ete:
+        regs["TRCIDR1"] = 0x4100FFF0
+        regs["TRCDEVARCH"] = 0x47705A13 | (3 << 16)
+        return "ETE", regs
+    regs["TRCIDR1"] = 0x4100F400 | (4 << 8) | (6 << 4)
+    return "ETM4.6", regs

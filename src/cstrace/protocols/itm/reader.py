@@ -35,7 +35,15 @@ from collections.abc import Generator, Iterator
 
 from cstrace.capture.stream import Stream
 from cstrace.capture.window import BlockWindow
-from cstrace.protocols.itm.boundary import HORIZON, find_start, first_certain
+from cstrace.protocols.itm.boundary import (
+    HORIZON,
+    INVALID,
+    RUN,
+    SPAN,
+    find_start,
+    first_certain,
+    packet_end,
+)
 from cstrace.protocols.itm.packets import (
     Async,
     BadSequence,
@@ -153,7 +161,7 @@ def iter_packets(
         while pos >= 0:
             pos = yield from _resync(win, pos)
             if pos >= 0:
-                pos = yield from _read_synced(win, pos, complete, True)
+                pos = yield from _read_recovering(win, pos, complete)
         return
     start = yield from _search_sync(win, stream.trace_id is not None)
     if start >= 0:
@@ -203,6 +211,180 @@ def _resync(win: BlockWindow, q: int) -> Generator[ItmPacket, None, int]:
             None if certain is None else win.index_at(certain),
         )
         return s
+
+
+BACK = 256
+"""Bytes of packets held back, unsent, while reading without synchronisation: how far
+back the reading can still switch to another boundary when it meets an invalid packet."""
+
+
+def _read_recovering(
+    win: BlockWindow, start: int, complete: bool
+) -> Generator[ItmPacket, None, int]:
+    """Packets from window position ``start`` when decoding without synchronisation.
+
+    Packets are cut by the grammar of :func:`~cstrace.protocols.itm.boundary.packet_end`
+    and held back for :data:`BACK` bytes. At an invalid packet the reading that
+    led there went wrong somewhere (a byte lost, added or damaged on the line,
+    after which payload bytes were read as headers): the reading switches to the
+    earliest boundary, among the held-back bytes and the :data:`SPAN` bytes after
+    the invalid one, from which packets read validly through the invalid place
+    and :data:`RUN` packets beyond it. The held-back packets that overlap the
+    switch are dropped: their bytes, and those up to the switch, go out as one
+    BAD_SEQUENCE packet, followed by an UNSYNCED packet at the switch (the
+    decoder reports the loss and resumes there). When no reading gets through,
+    the invalid packet goes out and the decode start is searched for again from
+    the byte after it (the return value: its window position; -1 at the end).
+    """
+    held: list[tuple[int, int, ItmPacket]] = []  # (window start, window end, packet)
+    seen = bytearray(256)  # header bytes of the packets read so far
+    p = start
+    while True:
+        data = win.data
+        n = len(data)
+        final = win.final
+        while p < n:
+            e = packet_end(data, p)
+            if e == INVALID:
+                lo = held[0][0] if held else p
+                t = _switch(data, lo, p, final, seen)
+                if t is None:
+                    for _s, _e, pkt in held:
+                        yield pkt
+                    yield Reserved(win.index_at(p), data[p : p + 1])
+                    return p + 1
+                kept = 0
+                while kept < len(held) and held[kept][1] <= t:
+                    kept += 1
+                for _s, _e, pkt in held[:kept]:
+                    yield pkt
+                cut = held[kept - 1][1] if kept else lo
+                bad = held[kept][2].KIND if kept < len(held) else HEADERS[data[cut]]
+                del held[:]
+                if t > cut:
+                    if cut == p and HEADERS[data[p]] == _P.RESERVED:
+                        yield Reserved(win.index_at(cut), data[cut:t])
+                    else:
+                        yield BadSequence(win.index_at(cut), data[cut:t], bad)
+                    at = win.index_at(t)
+                    yield Unsynced(at, b"", at, at)
+                p = t
+                continue
+            if e > n:
+                break  # the packet goes on in the next block
+            held.append((p, e, _packet(data[p:e], win.index_at(p))))
+            seen[data[p]] = 1
+            p = e
+            while held and held[0][1] + BACK <= p:
+                yield held.pop(0)[2]
+        keep = held[0][0] if held else p
+        if not win.advance(keep):
+            for _s, _e, pkt in held:
+                yield pkt
+            if p < n and complete:
+                yield IncompleteEot(win.index_at(p), data[p:], HEADERS[data[p]])
+            return -1
+        held = [(s - keep, e - keep, pkt) for s, e, pkt in held]
+        p -= keep
+
+
+def _switch(data: bytes, lo: int, bad: int, final: bool, seen: bytearray) -> int | None:
+    """Where to switch to at an invalid packet at window position ``bad``: of the positions
+    in ``[lo, bad + SPAN)`` from which packets read validly past ``bad`` and :data:`RUN`
+    packets beyond (or to the end of a final window), the one whose reading has the
+    fewest headers the stream has not used so far (a damaged byte read as a header is
+    usually one the stream never uses: an extension packet that changes the stimulus
+    port page, a port no other packet names), then the earliest. None when none reads
+    through.
+
+    Each position's result is worked out once (readings that meet share the rest), so
+    the work is linear in the bytes looked at.
+    """
+    n = len(data)
+    # Per position: None when the reading from it fails, else its count of novel headers.
+    done: dict[int, int | None] = {}
+    best: tuple[int, int] | None = None
+    for t in range(lo, min(bad + SPAN, n)):
+        path: list[int] = []
+        q = t
+        tail: int | None
+        while True:
+            if q in done:
+                tail = done[q]
+                break
+            if q > bad:
+                tail = _reads_on(data, q, final, seen)
+                done[q] = tail
+                break
+            e = packet_end(data, q)
+            if e == INVALID or (e > n and not final):
+                tail = None
+                done[q] = None
+                break
+            path.append(q)
+            if e > n:
+                tail = 0
+                break
+            q = e
+        for q in reversed(path):
+            if tail is not None and not seen[data[q]]:
+                tail += 1
+            done[q] = tail
+        got = done.get(t)
+        if got is not None and (best is None or got < best[0]):
+            best = (got, t)
+            if got == 0:
+                break
+    return None if best is None else best[1]
+
+
+def _reads_on(data: bytes, q: int, final: bool, seen: bytearray) -> int | None:
+    """The novel headers of :data:`RUN` packets read validly from ``data[q]`` (or of every
+    packet up to the end of a final window); None when they do not read validly."""
+    n = len(data)
+    novel = 0
+    for _ in range(RUN):
+        if q >= n:
+            return novel if final else None
+        e = packet_end(data, q)
+        if e == INVALID:
+            return None
+        if e > n:
+            return novel if final else None
+        novel += 0 if seen[data[q]] else 1
+        q = e
+    return novel
+
+
+def _packet(raw: bytes, index: int) -> ItmPacket:
+    """The packet of the valid packet bytes ``raw`` (``packet_end`` says where it ends)."""
+    hdr = raw[0]
+    kind = HEADERS[hdr]
+    if kind == _P.SWIT or kind == _P.DWT:
+        value = int.from_bytes(raw[1:], "little")
+        cls = Swit if kind == _P.SWIT else Dwt
+        return cls(index, raw, (hdr >> 3) & 0x1F, value, len(raw) - 1)
+    if kind == _P.ASYNC:
+        return Async(index, raw)
+    if kind == _P.OVERFLOW:
+        return Overflow(index, raw)
+    size = len(raw) - 1
+    if kind == _P.TS_LOCAL:
+        if not hdr & 0x80:
+            return LocalTs(index, raw, 0, (hdr >> 4) & 7, 1, True)
+        return LocalTs(index, raw, (hdr >> 4) & 3, _cont_value(raw), size)
+    if kind == _P.TS_GLOBAL_1:
+        flags = 0
+        if size == 4:
+            flags = (raw[4] >> 5) & 3
+            raw = raw[:4] + bytes([raw[4] & 0x1F])
+        return GlobalTs1(index, raw, flags, _cont_value(raw), size)
+    if kind == _P.TS_GLOBAL_2:
+        return GlobalTs2(index, raw, _cont_value(raw) & 0xFF_FFFF_FFFF, size)
+    if not hdr & 0x80:
+        return Extension(index, raw, bool(hdr & 4), 2, (hdr >> 4) & 7)
+    value = ((_cont_value(raw) << 3) | ((hdr >> 4) & 7)) & 0xFFFF_FFFF
+    return Extension(index, raw, bool(hdr & 4), _EXT_BITS[size], value)
 
 
 def _search_sync(win: BlockWindow, framed: bool) -> Generator[ItmPacket, None, int]:

@@ -20,11 +20,13 @@ Register fields follow the Program Flow Trace Architecture Specification
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from cstrace.protocols.base import Registers, register, require
+from cstrace.protocols.base import Registers, Setting, register, require
 
-__all__ = ["PtmConfig", "from_registers"]
+__all__ = ["SETTINGS", "START", "PtmConfig", "from_registers", "inferred_registers"]
 
 # ETMCR bits.
 _CR_BRANCH_BCAST = 1 << 8
@@ -148,3 +150,73 @@ def from_registers(regs: Registers, core: str = "", version: str = "") -> PtmCon
     """The PTM configuration from register values (see :meth:`PtmConfig.from_registers`)."""
     del version
     return PtmConfig.from_registers(regs, core)
+
+
+# -- settings inference chooses (cstrace.inputs.infer) -----------------------------------
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("cyclecount", (False, True), "ETMCR.CycleAccurate (bit 12)", ("cyclecount", "ETMCR"),
+            "cyclecount"),
+    Setting("context_id", (0, 32, 8, 16), "ETMCR.ContextIDSize (bits 15:14)",
+            ("context_id", "ETMCR"), "context_id"),
+    Setting("vmid", (False, True), "ETMCR.VMIDEnable (bit 30)", ("vmid", "ETMCR"), "vmid"),
+    Setting("timestamps", (False, True), "ETMCR.TimestampEnable (bit 28)",
+            ("timestamp_bits", "ETMCR"), "timestamp_bits"),
+    Setting("timestamp_bits", (64, 48), "ETMCCER bit 29 (64-bit timestamps)",
+            ("timestamp_bits", "ETMCCER"), "timestamp_bits"),
+    Setting("timestamp_gray", (False, True), "ETMCCER bit 28 (natural binary timestamps)",
+            ("timestamp_gray", "ETMCCER"), "timestamp_gray"),
+    Setting("return_stack", (False, True), "ETMCR.ReturnStackEnable (bit 29)",
+            ("return_stack", "ETMCR"), "return_stack"),
+    Setting("dmb_dsb_waypoints", (False, True), "ETMCCER bit 24 (DMB/DSB are waypoints)",
+            ("dmb_dsb_waypoints", "ETMCCER"), "dmb_dsb_waypoints"),
+    Setting("branch_broadcast", (False, True), "ETMCR.BranchBroadcast (bit 8)",
+            ("branch_broadcast", "ETMCR"), "branch_broadcast"),
+)  # fmt: skip
+"""What inference searches, in order (IHI 0035B §3.16)."""
+
+START: dict[str, Any] = {
+    "protocol": "PTM",
+    "cyclecount": False,
+    "context_id": 0,
+    "vmid": False,
+    "timestamps": False,
+    "timestamp_bits": 64,
+    "timestamp_gray": False,
+    "return_stack": False,
+    "dmb_dsb_waypoints": False,
+    "branch_broadcast": False,
+    "core": "ARMv7-A",
+}
+"""The first candidate inference tries."""
+
+
+def inferred_registers(c: Mapping[str, Any], trace_id: int) -> tuple[str, dict[str, int]]:
+    """The source type and registers of a choice of :data:`SETTINGS` values (PFTv1.1)."""
+    cr = {0: 0, 8: 1, 16: 2, 32: 3}[c["context_id"]] << 14
+    ccer = 0
+    if c["cyclecount"]:
+        cr |= _CR_CYCLE_ACC
+    if c["vmid"]:
+        cr |= _CR_VMID_ENA
+        ccer |= _CCER_VIRT_EXT
+    if c["branch_broadcast"]:
+        cr |= _CR_BRANCH_BCAST
+    if c["timestamps"]:
+        cr |= _CR_TS_ENA
+        ccer |= _CCER_TS_IMPL
+        if c["timestamp_bits"] == 64:
+            ccer |= _CCER_TS_64BIT
+        if not c["timestamp_gray"]:
+            ccer |= _CCER_TS_BINARY
+    if c["return_stack"]:
+        cr |= _CR_RET_STACK_ENA
+        ccer |= _CCER_RET_STACK_IMPL
+    if c["dmb_dsb_waypoints"]:
+        ccer |= _CCER_DMSB_WPT
+    return "PTM1.1", {
+        "ETMCR": cr,
+        "ETMCCER": ccer,
+        "ETMIDR": 0x411CF300 | (1 << 4),
+        "ETMTRACEIDR": trace_id,
+    }
