@@ -155,6 +155,10 @@ class DiagKind(IntEnum):
     """ITM: packets decoded before any synchronisation packet, from ``offset`` on, with no
     unambiguous packet boundary found near the start (readings of the stream that begin at
     different bytes do not meet); ``detail`` is 0."""
+    SPEC_DEPTH_EXCEEDED = 14
+    """ETMv4/ETE: a trace info packet gave a speculation depth (``detail``) beyond the
+    configured maximum (TRCIDR8.MAXSPEC); the excess is committed with the next packet, as
+    the reference does."""
 
 
 class IssueKind(IntEnum):
