@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from cstrace.capture import SINGLE_SOURCE_FORMATS, CaptureIssue, Demux, Stream, demux
 from cstrace.capture.formatter import EMPTY_BLOCK_STOP, FRAME_SIZE
+from cstrace.capture.idle import IdleSkipped
 from cstrace.capture.lazy import LazyStream, scan_frames
 from cstrace.elements import Element
 from cstrace.errors import CstraceError, Issue, IssueKind, Severity
@@ -71,24 +72,31 @@ class SourceRun:
     context: DecodeContext
 
     def packets(self) -> Iterator[Packet]:
-        """The packets of this source's stream."""
+        """The packets of this source's stream (every byte, as a listing shows them)."""
         return self.protocol.iter_packets(self.stream, self.config, self.context.complete)
 
     def elements(self, packets: Iterable[Packet] | None = None) -> Iterator[Element]:
-        """The generic elements decoded from ``packets`` (by default, from ``packets()``)."""
+        """The generic elements decoded from ``packets`` (by default, from
+        :meth:`row_packets`)."""
         if packets is None:
-            packets = self.packets()
+            packets = self.row_packets()
         # The decoder drives its code memory (set_context, advance): nothing watches here.
         return self.protocol.iter_elements(packets, self.config, self.context)
 
+    def row_stream(self) -> Stream:
+        """The stream as the element path reads it: long runs of idle zero bytes
+        shortened where the protocol allows it (``ProtocolSpec.idle_zeros``,
+        :mod:`cstrace.capture.idle`: the same elements, at memory speed)."""
+        idle = self.protocol.idle_zeros
+        period = idle(self.stream, self.config) if idle is not None else 0
+        return IdleSkipped(self.stream, period) if period else self.stream
+
     def row_packets(self) -> Iterator[Packet]:
-        """The packets as :meth:`rows` reads them by default: those of :meth:`packets`,
-        except that a protocol may group some (ETMv4/ETE: atom packets in a row, as
-        one :class:`~cstrace.protocols.etmv4.packets.AtomRun`)."""
-        read = self.protocol.iter_row_packets
-        if read is None:
-            return self.packets()
-        return read(self.stream, self.config, self.context.complete)
+        """The packets as :meth:`rows` and :meth:`elements` read them by default: those
+        of :meth:`row_stream`, and a protocol may group some (ETMv4/ETE: atom packets in
+        a row, as one :class:`~cstrace.protocols.etmv4.packets.AtomRun`)."""
+        read = self.protocol.iter_row_packets or self.protocol.iter_packets
+        return read(self.row_stream(), self.config, self.context.complete)
 
     def rows(self, packets: Iterable[Packet] | None = None) -> Iterator[list[Any]]:
         """The elements as lists of element rows (:mod:`cstrace.rows`), in order.
@@ -102,7 +110,7 @@ class SourceRun:
         if packets is None:
             fused = self.protocol.iter_stream_rows
             if fused is not None:
-                return fused(self.stream, self.config, self.context, None)
+                return fused(self.row_stream(), self.config, self.context, None)
             packets = self.row_packets()
         make = self.protocol.iter_rows
         if make is None:

@@ -204,6 +204,9 @@ class SourceLoss:
     """The first ranges of those addresses, in address order."""
     unreached_ranges: int
     """How many ranges there are in all."""
+    idle_bytes: int = 0
+    """Bytes of long runs of 0x00 (unused buffer space, padding) the element path skipped
+    (:mod:`cstrace.capture.idle`): no trace, counted in :attr:`bytes`."""
 
     @property
     def lost_anything(self) -> bool:
@@ -242,6 +245,7 @@ class SourceLoss:
             "stopped_at": self.stopped_at,
             "undecoded_packets": self.undecoded_packets,
             "undecoded_bytes": self.undecoded_bytes,
+            "idle_bytes": self.idle_bytes,
             "timestamps": {
                 "count": self.timestamps,
                 "first": self.first_timestamp,
@@ -446,6 +450,8 @@ class _Tally:
         self.undecoded_bytes = 0
         self.reader: Iterator[Packet] | None = None
         """The last counted packet iterator."""
+        self.idle_streams: list[Any] = []
+        """The streams the element path read (their ``skipped`` idle bytes)."""
 
         methods: dict[str, Callable[[Packet, str], None]] = {
             "unsynced": self._unsynced,
@@ -629,12 +635,13 @@ class _Tally:
         if not ts_count and self.local_ts:
             clock = "local"
             ts_first, ts_last, ts_count = self.local_ts
+        idle = sum(int(getattr(s, "skipped", 0)) for s in self.idle_streams)
         return SourceLoss(
             buffer=run.buffer.name,
             source=run.source.name,
             protocol=run.protocol.name,
             trace_id=run.trace_id,
-            bytes=self.bytes,
+            bytes=self.bytes + idle,
             packets=self.packets,
             elements=self.elements,
             packet_level=run.protocol.name in PACKET_MODULES,
@@ -656,6 +663,7 @@ class _Tally:
             nacc=sum(v[0] for v in self.nacc.values()),
             unreached=tuple(ranges[: self.limit]),
             unreached_ranges=len(ranges),
+            idle_bytes=idle,
         )
 
 
@@ -730,15 +738,23 @@ class _CountedRun(SourceRun):
 
     def row_packets(self) -> Iterator[Packet]:
         """The packets as the element rows read them (:meth:`SourceRun.row_packets`), counted."""
-        read = self.protocol.iter_row_packets
-        return self._counted_reader(self.protocol.iter_packets if read is None else read)
+        read = self.protocol.iter_row_packets or self.protocol.iter_packets
+        return self._counted_reader(read, self.row_stream())
+
+    def row_stream(self) -> Stream:
+        """The stream the element path reads (:meth:`SourceRun.row_stream`), its idle bytes
+        counted."""
+        stream = super().row_stream()
+        assert self.tally is not None
+        self.tally.idle_streams.append(stream)
+        return stream
 
     def _counted_reader(
-        self, read: Callable[[Stream, Any, bool], Iterator[Packet]]
+        self, read: Callable[[Stream, Any, bool], Iterator[Packet]], stream: Stream | None = None
     ) -> Iterator[Packet]:
         tally = self.tally
         assert tally is not None
-        stream = _CountingStream(self.stream, tally)
+        stream = _CountingStream(self.stream if stream is None else stream, tally)
         reader = tally.count_packets(read(stream, self.config, self.context.complete))
         tally.reader = reader
         return reader
@@ -756,7 +772,7 @@ class _CountedRun(SourceRun):
         assert tally is not None
         fused = self.protocol.iter_stream_rows
         if packets is None and fused is not None:
-            stream = _CountingStream(self.stream, tally)
+            stream = _CountingStream(self.row_stream(), tally)
             rows = fused(stream, self.config, self.context, tally.packet_count())
         else:
             rows = super().rows(self.row_packets() if packets is None else packets)
@@ -879,6 +895,7 @@ def merge_losses(
         nacc=sum(v[0] for v in seen.values()),
         unreached=tuple(ranges[:limit]),
         unreached_ranges=len(ranges),
+        idle_bytes=sum(loss.idle_bytes for loss in losses),
     )
 
 

@@ -68,6 +68,8 @@ def source_lines(loss: SourceLoss) -> list[str]:
                 f"  not synchronised: {loss.unsynced_bytes} bytes not decoded (before the "
                 "first synchronisation, or while looking for the next)"
             )
+    if loss.idle_bytes:
+        add(f"  idle: {loss.idle_bytes} bytes of 0x00 in long runs skipped (no trace)")
     if loss.overflows.count:
         add(f"  overflows: {occurrences_text(loss.overflows)}")
     if loss.bad_packets.count:

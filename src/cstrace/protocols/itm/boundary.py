@@ -33,6 +33,8 @@ periodic PC sample: 1 or 4); or when an exception trace packet has function 0
 
 from __future__ import annotations
 
+import re
+
 from cstrace.protocols import unsynced
 from cstrace.protocols.unsynced import INVALID
 
@@ -44,6 +46,8 @@ SPAN = 7
 """The longest ITM packet other than synchronisation (GTS2: header and 6 bytes)."""
 HORIZON = 2048
 """Bytes after the decode start within which the readings of its first bytes must meet."""
+
+_NONZERO = re.compile(b"[^\x00]")
 
 # Longest packet (header included) of the packets with continuation bytes, by header.
 _CONTINUED = {0x94: 5, 0xB4: 7}
@@ -69,11 +73,10 @@ def packet_end(data: bytes, p: int) -> int:
         end = p + 1 + size
         return end if end <= n else n + 1
     if h == 0:  # synchronisation: at least five zero bytes, then 0x80
-        i = p + 1
-        while i < n and data[i] == 0:
-            i += 1
-        if i >= n:
+        found = _NONZERO.search(data, p + 1)  # (a long run of zeros at memory speed)
+        if found is None:
             return n + 1
+        i = found.start()
         return i + 1 if data[i] == 0x80 and i - p >= 5 else INVALID
     if h == 0x70:  # overflow
         return p + 1
