@@ -243,9 +243,21 @@ def _info_loss(
             except CstraceError as why:
                 gone = NotDecoded(path.name, f"cannot be configured: {why}", tid, bytes=size)
                 parts.append(LossReport(not_decoded=(gone,)))
+        # A trace ID decoded on its own in one part has no source in the others: it is
+        # listed once, as decoded or with the reason it could not be configured.
+        decoded = {(s.buffer, s.trace_id) for p in parts for s in p.sources}
+        failed = [n for p in parts for n in p.not_decoded if n.reason.startswith("cannot be")]
+        explained = decoded | {(n.buffer, n.trace_id) for n in failed}
+        gone = failed + [
+            n
+            for p in parts
+            for n in p.not_decoded
+            if n not in failed and (n.buffer, n.trace_id) not in explained
+        ]
+        gone = list(dict.fromkeys(gone))
         report = LossReport(
             tuple(s for p in parts for s in p.sources),
-            tuple(n for p in parts for n in p.not_decoded),
+            tuple(gone),
             tuple(i for p in parts for i in p.issues),
         )
     print("what the trace lost (decoded):")
@@ -1102,6 +1114,7 @@ def _lines(
             errors.extend(decoded.errors)
             if counter is not None:
                 counter.add_issues(decoded.issues)
+                counter.add_capture(decoded)
             if args.format == "ocsd":
                 yield f"Using {buffer.name} as trace source"
                 for error in decoded.errors:

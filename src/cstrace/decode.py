@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from cstrace.capture import SINGLE_SOURCE_FORMATS, CaptureIssue, Demux, Stream, demux
 from cstrace.capture.formatter import EMPTY_BLOCK_STOP, FRAME_SIZE
 from cstrace.capture.idle import IdleSkipped
-from cstrace.capture.lazy import LazyStream, scan_frames
+from cstrace.capture.lazy import FrameBytes, LazyStream, count_frame_bytes, scan_frames
 from cstrace.elements import Element
 from cstrace.errors import CstraceError, Issue, IssueKind, Severity
 from cstrace.memory.build import CodeMemories
@@ -138,6 +138,23 @@ class BufferDecode:
     runs: list[SourceRun]
     issues: list[Issue] = field(default_factory=list)
     """Problems with the buffer and its sources: errors first, then warnings."""
+    decoded_ids: frozenset[int] = frozenset()
+    """The trace IDs with a decoder (where the reference's stop depends on them)."""
+
+    def capture_bytes(self) -> FrameBytes | None:
+        """Where every byte of a formatted capture went: each trace ID's data (those
+        without a source too), the frames' own bytes, what follows the reference's stop
+        (:class:`~cstrace.capture.lazy.FrameBytes`; one more pass over an ETB/ETR
+        capture). None for a single-source capture: all its bytes are the source's."""
+        buffer = self.buffer
+        if buffer.format in SINGLE_SOURCE_FORMATS:
+            return None
+        size = buffer.size()
+        if buffer.format in LAZY_FORMATS:
+            return count_frame_bytes(buffer.blocks, size, self.decoded_ids)
+        # (TPIU, DSTREAM: demultiplexed at once, every trace ID's stream is at hand)
+        data = {tid: len(s) for tid, s in self.demux.streams.items() if len(s)}
+        return FrameBytes(size, data, 0, size - sum(data.values()), None, 0, 0)
 
     @property
     def errors(self) -> list[Issue]:
@@ -401,4 +418,4 @@ class Session:
             runs = [watch(run) for run in runs]
         issues = errors + notices
         self.issues.extend(i for i in issues if i not in self.issues)
-        return BufferDecode(buffer, result, runs, issues)
+        return BufferDecode(buffer, result, runs, issues, decoded)

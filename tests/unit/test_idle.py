@@ -20,6 +20,7 @@ import pytest
 from cstrace.capture import Stream
 from cstrace.capture.idle import IDLE_KEEP, IDLE_MIN, IdleSkipped
 from cstrace.elements import Diagnostic
+from cstrace.errors import DiagKind
 from cstrace.protocols import DecodeContext, DecodeOptions, get_protocol
 from cstrace.render.ocsd import element_text
 from cstrace.render.ocsd.diagnostics import diagnostic_text
@@ -111,6 +112,10 @@ def decoded(protocol: str, config: Any, stream: Stream, before_sync: bool) -> li
     read = proto.iter_row_packets or proto.iter_packets
     out = []
     for e in proto.iter_elements(read(stream, config, True), config, ctx):
+        if isinstance(e, Diagnostic) and e.kind == DiagKind.SYNC_WAIT:
+            # a count of the bytes skipped: without the idle ones, which are counted apart
+            out.append(f"{e.offset}: skipped")
+            continue
         text = diagnostic_text(protocol, e) if isinstance(e, Diagnostic) else element_text(e)
         out.append(f"{e.offset}: {text}")
     return out

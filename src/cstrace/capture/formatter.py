@@ -245,8 +245,23 @@ class _Unpacker:
     index numbering) comes from a template per frame layout.
     """
 
-    def __init__(self, only: int | None = None, stop_ids: frozenset[int] = frozenset()) -> None:
+    def __init__(
+        self,
+        only: int | None = None,
+        stop_ids: frozenset[int] = frozenset(),
+        *,
+        count_only: bool = False,
+    ) -> None:
         self.only = only
+        self.counts: npt.NDArray[np.int64] | None = (
+            np.zeros(256, dtype=np.int64) if count_only else None
+        )
+        """With ``count_only``: bytes per owner (trace IDs 0..127; 0xFF for ID bytes, flag
+        bytes and data before any ID), and nothing unpacked."""
+        self.frames = 0
+        """With ``count_only``: frames fed (up to the one that stopped the capture, if any)."""
+        self.id_bytes = 0
+        """With ``count_only``: ID bytes in those frames."""
         # IDs with a decoder: an empty block for one of them stops the capture (see
         # _first_fatal); stopped_at is then the capture index of that frame.
         self.stop_ids = stop_ids
@@ -355,6 +370,12 @@ class _Unpacker:
             owners[general, 0] = _to_even(even) | (_to_even(odd) << _U(8))
             owners[general, 1] = _to_even(even >> _U(32)) | (_to_even(odd >> _U(32)) << _U(8))
         own = owners.view(np.uint8).reshape(n, 16)
+        if self.counts is not None:
+            self.frames += n
+            if g:
+                self.id_bytes += int(np.unpackbits(_pack(is_id).astype(np.uint8)).sum())
+            self.counts += np.bincount(own.ravel(), minlength=256)
+            return
 
         # Data values: even data bytes take bit 0 from the flag byte (a table of the
         # 16-byte pattern of each flag byte, read as 16-byte items).

@@ -46,7 +46,8 @@ cdef class Etmv4Decoder(PacketSink):
     cdef public bint prev_overflow, res_mispredict, res_discard, ete_first_ts_marker, stale
     cdef public int isa, it, state
     # (a speculation depth from the trace can exceed a C int: see _trace_info)
-    cdef public long long spec_depth, max_spec_depth, res_commit, res_cancel
+    cdef public long long spec_depth, max_spec_depth, res_commit, res_cancel, waited
+    cdef public object waited_at
     cdef public object walk_addr
     cdef public int walk_isa, walk_it
     cdef public bint walk_prev_taken

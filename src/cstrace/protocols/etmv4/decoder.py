@@ -84,7 +84,7 @@ from cstrace.elements import (
     UnsyncReason,
     el_space,
 )
-from cstrace.errors import DiagCode, DiagKind
+from cstrace.errors import DiagCode, DiagKind, Severity
 from cstrace.isa import IsaOptions, StopReason
 from cstrace.isa.blocks import Block, BlockCache, Instr
 from cstrace.protocols.base import DecodeContext, Packet
@@ -394,6 +394,11 @@ class Etmv4Decoder(PacketSink):
         """Where the elements go, as element rows (cstrace.rows)."""
         self.trace_id = int(getattr(config, "trace_id", context.trace_id))
         self.seen_not_sync = False
+        self.waited = 0
+        """Bytes of the packets skipped so far while waiting for synchronisation (reported
+        as a ``SYNC_WAIT`` diagnostic when a trace info ends the wait, or at the end)."""
+        self.waited_at = 0
+        """The index of the first of them."""
         self.log: list[tuple[int, Diagnostic]] = []
         """Diagnostics of the current packet, with the number of its elements before each."""
         self.last_idx = 0
@@ -515,6 +520,8 @@ class Etmv4Decoder(PacketSink):
             self.it,
             self.last_cc,
             self.space,
+            self.waited,
+            self.waited_at,
             tuple(getattr(pe, name) for name in PEContextInfo.__slots__),
             self._stack_key(),
             (rs.active, tuple(rs.entries), rs.num, rs.pop_pending, rs.tinfo_wait),
@@ -622,7 +629,8 @@ class Etmv4Decoder(PacketSink):
         synchronisation, tell the code memory that time moved."""
         self._resolve()
         if self.state == _NO_SYNC:
-            self._no_sync(pkt, kind, idx)
+            # (the packet that lost synchronisation: decoded, not skipped)
+            self._no_sync(None, kind, idx)
         if self.timed:
             self._advance_time(base)
 
@@ -788,7 +796,8 @@ class Etmv4Decoder(PacketSink):
             merge_log(out, base, self.log)
 
     def _no_sync(self, pkt: Any, kind: int, idx: int) -> None:
-        """The reference's NO_SYNC / WAIT_SYNC / WAIT_TINFO states for one packet."""
+        """The reference's NO_SYNC / WAIT_SYNC / WAIT_TINFO states for one packet; the
+        packets skipped on the way are counted (:meth:`_waited`)."""
         st = self.state
         if st == _NO_SYNC:
             self.out.append(NoSync(idx, self.unsync_reason))
@@ -796,6 +805,8 @@ class Etmv4Decoder(PacketSink):
         if st == _WAIT_SYNC:
             if kind == K_ASYNC:
                 self.state = _WAIT_TINFO
+            elif pkt is not None and kind != K_NOT_SYNC:
+                self._skipped(pkt, idx)
             return
         if st == _WAIT_TINFO:
             self.need_ctxt = True
@@ -804,9 +815,28 @@ class Etmv4Decoder(PacketSink):
                 self._trace_info(pkt, idx)
                 self.state = _DECODE
                 self.rs.flush()
+                if self.waited:
+                    self._waited()
             elif kind == K_EVENT and self.is_ete:
                 # ETE allows event packets before the first trace info.
                 self.stack.append([_EVENT, False, idx, pkt.events, 0, 0])
+            elif pkt is not None and kind != K_ASYNC:
+                self._skipped(pkt, idx)
+
+    def _skipped(self, pkt: Any, idx: int) -> None:
+        """A packet skipped while waiting for synchronisation: counted."""
+        if not self.waited:
+            self.waited_at = idx
+        self.waited += len(pkt.raw)
+
+    def _waited(self) -> None:
+        """Report the packets skipped while waiting for synchronisation (a count)."""
+        diag = Diagnostic(
+            self.waited_at, self.trace_id, DiagCode.NONE, DiagKind.SYNC_WAIT, self.waited,
+            Severity.WARNING,
+        )  # fmt: skip
+        self.log.append((len(self.out), diag))
+        self.waited = 0
 
     def finish(self) -> None:
         """End of trace: output what no later packet can cancel, then ``EO_TRACE``."""
@@ -815,6 +845,8 @@ class Etmv4Decoder(PacketSink):
         self.persist["etmv4"] = (self.pe, self.addr, self.isa, self.it, self.last_cc)
         if not self.context.complete:
             return
+        if self.waited:
+            self._waited()
         self._unlone()
         stack = self.stack
         while stack:
@@ -841,6 +873,8 @@ class Etmv4Decoder(PacketSink):
         out.append(EoTrace(self.last_idx, reason))
         if self.timed:
             self._advance_time(base)
+        if self.log:
+            merge_log(out, base, self.log)
 
     def _advance_time(self, base: int) -> None:
         """Trace time moved: tell the code memory, once the packet's elements are made.

@@ -112,14 +112,16 @@ def find_start(data: bytes, q: int, final: bool) -> tuple[int, bool]:
     start a run of valid packets gives (a bad packet soon after it, say) is
     the start.
     """
-    s, settled = unsynced.find_start(data, q, final, packet_end, RUN)
-    k = data.find(_SYNC_TAIL, q, min(len(data), s + len(_SYNC_TAIL)))
+    # The first synchronisation packet first (at memory speed): only the bytes before it
+    # are tried as starts of a run of valid packets, so that a stream that loses
+    # synchronisation again and again costs what its bytes cost.
+    k = data.find(_SYNC_TAIL, q)
     if k >= 0:
         while k > q and data[k - 1] == 0:
             k -= 1
-        if k < s:
-            return k, True
-    return s, settled
+        s, settled = unsynced.find_start(data, q, final, packet_end, RUN, k)
+        return (k, True) if s >= k else (s, settled)
+    return unsynced.find_start(data, q, final, packet_end, RUN)
 
 
 _SYNC_TAIL = b"\x00\x00\x00\x00\x00\x80"
