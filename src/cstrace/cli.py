@@ -248,16 +248,15 @@ def _info_loss(
         decoded = {(s.buffer, s.trace_id) for p in parts for s in p.sources}
         failed = [n for p in parts for n in p.not_decoded if n.reason.startswith("cannot be")]
         explained = decoded | {(n.buffer, n.trace_id) for n in failed}
-        gone = failed + [
+        listed = failed + [
             n
             for p in parts
             for n in p.not_decoded
             if n not in failed and (n.buffer, n.trace_id) not in explained
         ]
-        gone = list(dict.fromkeys(gone))
         report = LossReport(
             tuple(s for p in parts for s in p.sources),
-            tuple(gone),
+            tuple(dict.fromkeys(listed)),
             tuple(i for p in parts for i in p.issues),
         )
     print("what the trace lost (decoded):")
