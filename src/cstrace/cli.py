@@ -1891,7 +1891,8 @@ def _analysis(args: argparse.Namespace, err: TextIO) -> int:
 
 def _lost_note(report: LossReport, err: TextIO) -> None:
     """What the trace lost (bad packets, resynchronisations, overflows, a source cut
-    short), per source, on ``err``; nothing when it lost nothing."""
+    short, packets skipped while waiting for synchronisation, a decode that stopped), per
+    source, on ``err``; nothing when it lost nothing."""
     from cstrace.render.loss import source_lines
 
     seen: set[tuple[str, int]] = set()
@@ -1901,6 +1902,8 @@ def _lost_note(report: LossReport, err: TextIO) -> None:
             or loss.resyncs.count
             or loss.overflows.count
             or loss.truncated.count
+            or loss.sync_wait_bytes
+            or loss.stopped_at is not None
         )
         key = (loss.buffer, loss.trace_id)
         if not lost or key in seen:

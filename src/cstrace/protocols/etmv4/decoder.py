@@ -837,6 +837,7 @@ class Etmv4Decoder(PacketSink):
         )  # fmt: skip
         self.log.append((len(self.out), diag))
         self.waited = 0
+        self.waited_at = 0
 
     def finish(self) -> None:
         """End of trace: output what no later packet can cancel, then ``EO_TRACE``."""
