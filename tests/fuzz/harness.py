@@ -57,6 +57,9 @@ class Outcome(Enum):
     CRASH = "crash"
 
 
+WALL = 10
+"""How many times its CPU time a run may take on the clock (a busy machine, a niced run)."""
+
 BAD = frozenset((Outcome.TRACEBACK, Outcome.TIMEOUT, Outcome.MEMORY, Outcome.CRASH))
 """The outcomes that are bugs."""
 
@@ -67,7 +70,7 @@ class Limits:
 
     seconds: float = 20.0
     """CPU time of a run (``RLIMIT_CPU``: a shared machine does not make a run look slow);
-    it may also take three times as long on the clock, to catch a run blocked on I/O."""
+    on the clock it may take :data:`WALL` times as long (to catch a run blocked on I/O)."""
     memory: int = 3 << 30
     """Address space of the run (``RLIMIT_AS``), bytes."""
     peak: int = 1 << 30
@@ -119,7 +122,7 @@ def _child(argv: list[str], cwd: Path, err_path: Path, limits: Limits) -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 2))
         # out of CPU time: say where it was (SIGXCPU), killed 2 s later; blocked: the same
         faulthandler.register(signal.SIGXCPU, file=sys.stderr)
-        faulthandler.dump_traceback_later(3 * limits.seconds, exit=True, file=sys.stderr)
+        faulthandler.dump_traceback_later(WALL * limits.seconds, exit=True, file=sys.stderr)
         from cstrace import cli
 
         code = cli.main(argv)
@@ -173,7 +176,7 @@ def run_cli(argv: list[str], cwd: Path, limits: Limits) -> tuple[Outcome, float,
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         _child(argv, cwd, err_path, limits)
-    deadline = start + 3 * limits.seconds + 10
+    deadline = start + WALL * limits.seconds + 10
     status = 0
     usage = None
     while True:
