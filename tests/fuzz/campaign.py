@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             targets, seeds, work, limits, first_seed=args.seed, budget=args.minutes * 60
         ):
             counts[run.target][run.outcome] += 1
-            slowest = sorted([*slowest, run], key=lambda r: -r.seconds)[:5]
+            slowest = sorted([*slowest, run], key=lambda r: -r.cpu)[:5]
             if run.outcome in BAD:
                 bad += 1
                 print(f"BAD {run.line()}\n    " + run.detail.replace("\n", "\n    "), flush=True)
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         if log is not None:
             log.close()
         print(table(counts, time.monotonic() - start))
-        print("slowest runs:")
+        print("slowest runs (CPU time):")
         for run in slowest:
             print(f"  {run.line()}")
         if args.work is None:

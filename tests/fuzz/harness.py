@@ -90,13 +90,16 @@ class Run:
     seconds: float = 0.0
     peak: int = 0
     """Peak resident memory, bytes."""
+    cpu: float = 0.0
+    """CPU time of the run, seconds."""
     detail: str = ""
     """The end of what the run printed on stderr (for the bad outcomes)."""
 
     def line(self) -> str:
         """A one-line account."""
         return (
-            f"{self.target} seed {self.seed}: {self.outcome.value} in {self.seconds:.2f} s, "
+            f"{self.target} seed {self.seed}: {self.outcome.value} in {self.seconds:.2f} s "
+            f"({self.cpu:.2f} s CPU), "
             f"{self.peak >> 20} MiB ({self.what}; cstrace {' '.join(self.argv)})"
         )
 
@@ -165,8 +168,9 @@ def classify(status: int, stderr: str, peak: int, limits: Limits) -> Outcome:
     return Outcome.TRACEBACK
 
 
-def run_cli(argv: list[str], cwd: Path, limits: Limits) -> tuple[Outcome, float, int, str]:
-    """Run ``cstrace ARGV`` in a fork with the limits; (outcome, seconds, peak bytes, stderr)."""
+def run_cli(argv: list[str], cwd: Path, limits: Limits) -> tuple[Outcome, float, int, str, float]:
+    """Run ``cstrace ARGV`` in a fork with the limits; (outcome, seconds, peak bytes, stderr,
+    CPU seconds)."""
     fd, name = tempfile.mkstemp(prefix="stderr-", dir=cwd)
     os.close(fd)
     err_path = Path(name)
@@ -190,13 +194,14 @@ def run_cli(argv: list[str], cwd: Path, limits: Limits) -> tuple[Outcome, float,
         time.sleep(0.005)
     seconds = time.monotonic() - start
     peak = usage.ru_maxrss * 1024 if usage is not None else 0
+    cpu = usage.ru_utime + usage.ru_stime if usage is not None else 0.0
     with open(err_path, "rb") as f:
         f.seek(0, os.SEEK_END)
         size = f.tell()
         f.seek(max(0, size - 8192))
         stderr = f.read().decode("utf-8", "replace")
     err_path.unlink()
-    return classify(status, stderr, peak, limits), seconds, peak, stderr
+    return classify(status, stderr, peak, limits), seconds, peak, stderr, cpu
 
 
 # -- mutations ---------------------------------------------------------------------------------
@@ -678,9 +683,9 @@ def make_run(
     try:
         rng = random.Random(f"{target}:{seed}")
         argv, what = make(rng, seeds[kind], run_dir)
-        outcome, seconds, peak, stderr = run_cli(argv, run_dir, limits)
+        outcome, seconds, peak, stderr, cpu = run_cli(argv, run_dir, limits)
         detail = "\n".join(stderr.strip().splitlines()[-12:]) if outcome in BAD else ""
-        return Run(target, seed, argv, what, outcome, seconds, peak, detail)
+        return Run(target, seed, argv, what, outcome, seconds, peak, cpu=cpu, detail=detail)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
 
