@@ -9,8 +9,9 @@ Two pytest sessions, one after the other, each spread over the machine's cores
 
 Both sessions run whatever the first one finds; the exit status is 0 only when
 both pass. Tests marked ``slow`` (slow but not more telling than the rest: the
-larger matrices and captures) are left out unless ``--slow`` is given; CI gives
-it. Further arguments go to both sessions (``-x``, ``-k NAME``...).
+larger matrices and captures) and ``fuzz`` (the fuzz harness's fixed seeds) are
+left out unless ``--slow`` is given; CI runs them. Further arguments go to both
+sessions (``-x``, ``-k NAME``...).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def main(argv: list[str]) -> int:
     """Run both sessions; 0 when both pass (pytest's "no tests ran" counts as a pass)."""
     slow = "--slow" in argv
     extra = [a for a in argv if a != "--slow"]
-    select = [] if slow else ["-m", "not slow"]
+    select = [] if slow else ["-m", "not slow and not fuzz"]
     parallel = ["-n", "auto"] if "-n" not in extra else []
     env = dict(os.environ)
     env.pop("CSTRACE_PURE", None)

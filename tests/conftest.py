@@ -189,3 +189,14 @@ def perfdata() -> Path:
             "../shared/perfdata"
         )
     return d
+
+
+# -- Hypothesis (issue 26) ---------------------------------------------------------------------
+# Every test that draws random examples runs them from a fixed, derandomised profile: the same
+# examples on every run (a random one once hung a test in CI), and no example database written
+# beside the checkout. HYPOTHESIS_PROFILE=explore draws fresh examples when looking for bugs.
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+_hypothesis_settings.register_profile("ci", derandomize=True, database=None, deadline=None)
+_hypothesis_settings.register_profile("explore", derandomize=False, database=None, deadline=None)
+_hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

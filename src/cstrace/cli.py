@@ -243,9 +243,20 @@ def _info_loss(
             except CstraceError as why:
                 gone = NotDecoded(path.name, f"cannot be configured: {why}", tid, bytes=size)
                 parts.append(LossReport(not_decoded=(gone,)))
+        # A trace ID decoded on its own in one part has no source in the others: it is
+        # listed once, as decoded or with the reason it could not be configured.
+        decoded = {(s.buffer, s.trace_id) for p in parts for s in p.sources}
+        failed = [n for p in parts for n in p.not_decoded if n.reason.startswith("cannot be")]
+        explained = decoded | {(n.buffer, n.trace_id) for n in failed}
+        listed = failed + [
+            n
+            for p in parts
+            for n in p.not_decoded
+            if n not in failed and (n.buffer, n.trace_id) not in explained
+        ]
         report = LossReport(
             tuple(s for p in parts for s in p.sources),
-            tuple(n for p in parts for n in p.not_decoded),
+            tuple(dict.fromkeys(listed)),
             tuple(i for p in parts for i in p.issues),
         )
     print("what the trace lost (decoded):")
@@ -1118,6 +1129,7 @@ def _lines(
             errors.extend(decoded.errors)
             if counter is not None:
                 counter.add_issues(decoded.issues)
+                counter.add_capture(decoded)
             if args.format == "ocsd":
                 yield f"Using {buffer.name} as trace source"
                 for error in decoded.errors:
@@ -1947,7 +1959,8 @@ def _analysis(args: argparse.Namespace, err: TextIO) -> int:
 
 def _lost_note(report: LossReport, err: TextIO) -> None:
     """What the trace lost (bad packets, resynchronisations, overflows, a source cut
-    short), per source, on ``err``; nothing when it lost nothing."""
+    short, packets skipped while waiting for synchronisation, a decode that stopped), per
+    source, on ``err``; nothing when it lost nothing."""
     from cstrace.render.loss import source_lines
 
     seen: set[tuple[str, int]] = set()
@@ -1957,6 +1970,8 @@ def _lost_note(report: LossReport, err: TextIO) -> None:
             or loss.resyncs.count
             or loss.overflows.count
             or loss.truncated.count
+            or loss.sync_wait_bytes
+            or loss.stopped_at is not None
         )
         key = (loss.buffer, loss.trace_id)
         if not lost or key in seen:

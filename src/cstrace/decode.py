@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from cstrace.capture import SINGLE_SOURCE_FORMATS, CaptureIssue, Demux, Stream, demux
 from cstrace.capture.formatter import EMPTY_BLOCK_STOP, FRAME_SIZE
-from cstrace.capture.lazy import LazyStream, scan_frames
+from cstrace.capture.idle import IdleSkipped
+from cstrace.capture.lazy import FrameBytes, LazyStream, count_frame_bytes, scan_frames
 from cstrace.elements import Element
 from cstrace.errors import CstraceError, Issue, IssueKind, Severity
 from cstrace.memory.build import CodeMemories
@@ -71,24 +72,31 @@ class SourceRun:
     context: DecodeContext
 
     def packets(self) -> Iterator[Packet]:
-        """The packets of this source's stream."""
+        """The packets of this source's stream (every byte, as a listing shows them)."""
         return self.protocol.iter_packets(self.stream, self.config, self.context.complete)
 
     def elements(self, packets: Iterable[Packet] | None = None) -> Iterator[Element]:
-        """The generic elements decoded from ``packets`` (by default, from ``packets()``)."""
+        """The generic elements decoded from ``packets`` (by default, from
+        :meth:`row_packets`)."""
         if packets is None:
-            packets = self.packets()
+            packets = self.row_packets()
         # The decoder drives its code memory (set_context, advance): nothing watches here.
         return self.protocol.iter_elements(packets, self.config, self.context)
 
+    def row_stream(self) -> Stream:
+        """The stream as the element path reads it: long runs of idle zero bytes
+        shortened where the protocol allows it (``ProtocolSpec.idle_zeros``,
+        :mod:`cstrace.capture.idle`: the same elements, at memory speed)."""
+        idle = self.protocol.idle_zeros
+        period = idle(self.stream, self.config) if idle is not None else 0
+        return IdleSkipped(self.stream, period) if period else self.stream
+
     def row_packets(self) -> Iterator[Packet]:
-        """The packets as :meth:`rows` reads them by default: those of :meth:`packets`,
-        except that a protocol may group some (ETMv4/ETE: atom packets in a row, as
-        one :class:`~cstrace.protocols.etmv4.packets.AtomRun`)."""
-        read = self.protocol.iter_row_packets
-        if read is None:
-            return self.packets()
-        return read(self.stream, self.config, self.context.complete)
+        """The packets as :meth:`rows` and :meth:`elements` read them by default: those
+        of :meth:`row_stream`, and a protocol may group some (ETMv4/ETE: atom packets in
+        a row, as one :class:`~cstrace.protocols.etmv4.packets.AtomRun`)."""
+        read = self.protocol.iter_row_packets or self.protocol.iter_packets
+        return read(self.row_stream(), self.config, self.context.complete)
 
     def rows(self, packets: Iterable[Packet] | None = None) -> Iterator[list[Any]]:
         """The elements as lists of element rows (:mod:`cstrace.rows`), in order.
@@ -102,7 +110,7 @@ class SourceRun:
         if packets is None:
             fused = self.protocol.iter_stream_rows
             if fused is not None:
-                return fused(self.stream, self.config, self.context, None)
+                return fused(self.row_stream(), self.config, self.context, None)
             packets = self.row_packets()
         make = self.protocol.iter_rows
         if make is None:
@@ -130,6 +138,23 @@ class BufferDecode:
     runs: list[SourceRun]
     issues: list[Issue] = field(default_factory=list)
     """Problems with the buffer and its sources: errors first, then warnings."""
+    decoded_ids: frozenset[int] = frozenset()
+    """The trace IDs with a decoder (where the reference's stop depends on them)."""
+
+    def capture_bytes(self) -> FrameBytes | None:
+        """Where every byte of a formatted capture went: each trace ID's data (those
+        without a source too), the frames' own bytes, what follows the reference's stop
+        (:class:`~cstrace.capture.lazy.FrameBytes`; one more pass over an ETB/ETR
+        capture). None for a single-source capture: all its bytes are the source's."""
+        buffer = self.buffer
+        if buffer.format in SINGLE_SOURCE_FORMATS:
+            return None
+        size = buffer.size()
+        if buffer.format in LAZY_FORMATS:
+            return count_frame_bytes(buffer.blocks, size, self.decoded_ids)
+        # (TPIU, DSTREAM: demultiplexed at once, every trace ID's stream is at hand)
+        data = {tid: len(s) for tid, s in self.demux.streams.items() if len(s)}
+        return FrameBytes(size, data, 0, size - sum(data.values()), None, 0, 0)
 
     @property
     def errors(self) -> list[Issue]:
@@ -393,4 +418,4 @@ class Session:
             runs = [watch(run) for run in runs]
         issues = errors + notices
         self.issues.extend(i for i in issues if i not in self.issues)
-        return BufferDecode(buffer, result, runs, issues)
+        return BufferDecode(buffer, result, runs, issues, decoded)

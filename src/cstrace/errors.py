@@ -155,6 +155,15 @@ class DiagKind(IntEnum):
     """ITM: packets decoded before any synchronisation packet, from ``offset`` on, with no
     unambiguous packet boundary found near the start (readings of the stream that begin at
     different bytes do not meet); ``detail`` is 0."""
+    SYNC_WAIT = 15
+    """Packets the decoder skipped while it waited for synchronisation (an A-sync, then a
+    trace info or I-sync) after losing it or before its first trace info: ``detail`` is
+    their bytes, ``offset`` the first one's index. A count, not a listing line (the
+    reference skips them silently)."""
+    SPEC_DEPTH_EXCEEDED = 14
+    """ETMv4/ETE: a trace info packet gave a speculation depth (``detail``) beyond the
+    configured maximum (TRCIDR8.MAXSPEC); the excess is committed with the next packet, as
+    the reference does."""
 
 
 class IssueKind(IntEnum):

@@ -47,15 +47,18 @@ def counted(
     handlers: dict[type, Callable[[Any], None]],
     totals: list[int],
     grouped: frozenset[type] = frozenset(),
+    last: list[Any] | None = None,
 ) -> Iterator[T]:
-    """``source``, counted into ``totals`` (see the module docstring)."""
+    """``source``, counted into ``totals`` (see the module docstring); the last item
+    passed is appended to ``last``, if given, when the iteration ends."""
     get = handlers.get
     n = 0
+    item: Any = None
     try:
         for item in source:
             kind = type(item)
             if kind in grouped:
-                n += len(item.raw)  # type: ignore[attr-defined]
+                n += len(item.raw)
             else:
                 n += 1
             handler = get(kind)
@@ -65,3 +68,5 @@ def counted(
         totals[1] = 1
     finally:
         totals[0] += n
+        if last is not None and item is not None:
+            last.append(item)

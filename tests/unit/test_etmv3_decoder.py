@@ -194,9 +194,13 @@ def test_bad_packet_stops_the_decode() -> None:
     assert out[-1].endswith(f"TrcIdx={len(SYNC) + 2}; CS ID=10; Reserved or unknown packet ID.")
 
 
-def test_bad_packets_before_the_isync_are_ignored() -> None:
+def test_bad_packets_before_the_isync_are_skipped_and_counted() -> None:
     out = decode(ASYNC + bytes([0x12, 0x00, 0x00, 0x80]) + SYNC[6:] + b"\x84")
-    assert out == [*HEAD, rng(0x1000), EOT]
+    skipped = (
+        "DCD_ETMV3_0016 : 0x0000 (OCSD_OK) [No Error.]; TrcIdx=6; CS ID=10; "
+        "4 bytes of packets skipped waiting for synchronisation."
+    )
+    assert out == [*HEAD[:3], skipped, *HEAD[3:], rng(0x1000), EOT]
 
 
 def test_data_trace_configuration_is_not_decoded() -> None:

@@ -250,7 +250,8 @@ def test_a_decoder_that_stops_early_leaves_packets_counted() -> None:
     assert loss.undecoded_bytes == len(pieces[1]) + len(pieces[2])
     assert loss.packets == 3 and loss.bytes == len(data)
     lines = loss_lines(LossReport((loss,)))
-    assert f"  decoding stopped at {at(pieces, 1)}: 2 packets" in "\n".join(lines)
+    why = "(the decoder stops at a packet it cannot decode)"
+    assert f"  decoding stopped at {at(pieces, 1)} {why}: 2 packets" in "\n".join(lines)
     assert "  decoder diagnostic no config: 1 at 0" in lines
 
 
@@ -320,8 +321,13 @@ def test_a_clean_trace_says_nothing_was_lost() -> None:
     assert not etm.lost_anything and not stm.lost_anything
     assert (etm.bytes, stm.bytes) == (102, 34)  # as cstrace info detects them
     text = loss_lines(report)
+    # every byte of the capture: the two sources' 136, padding and the frames' own bytes
+    assert text[0] == (
+        "buffer ETB_0 (coresight): 160 bytes: 136 trace data decoded, 8 padding (trace ID "
+        "0x00), 16 frame ID and flag bytes"
+    )
     assert (
-        text[0] == "buffer ETB_0, trace ID 0x10 (ETM_0, etmv4): 102 bytes, 23 packets, 31 elements"
+        text[1] == "buffer ETB_0, trace ID 0x10 (ETM_0, etmv4): 102 bytes, 23 packets, 31 elements"
     )
     assert "lost: nothing" in text[-1]
     json.dumps(report.to_dict())

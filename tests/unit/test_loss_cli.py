@@ -12,6 +12,13 @@ from tests.conftest import ROOT
 EXAMPLES = ROOT / "examples"
 
 
+CAPTURE = (
+    "buffer ETB_0 (coresight): 160 bytes: 136 trace data decoded, 8 padding (trace ID 0x00), "
+    "16 frame ID and flag bytes"
+)
+"""Where every byte of the example's capture went."""
+
+
 @pytest.mark.parametrize("fmt", ["text", "ocsd"])
 def test_decode_summary_goes_to_stderr(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["decode", str(EXAMPLES / "etm_demo"), "--format", fmt, "--no-summary"]) == 0
@@ -20,8 +27,9 @@ def test_decode_summary_goes_to_stderr(fmt: str, capsys: pytest.CaptureFixture[s
     assert main(["decode", str(EXAMPLES / "etm_demo"), "--format", fmt]) == 0
     out, err = capsys.readouterr()
     assert out == quiet_out
-    assert err.splitlines()[:2] == [
+    assert err.splitlines()[:3] == [
         "summary:",
+        f"  {CAPTURE}",
         "  buffer ETB_0, trace ID 0x10 (ETM_0, etmv4): 102 bytes, 23 packets, 31 elements",
     ]
 
@@ -43,7 +51,8 @@ def test_info_on_a_snapshot(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["info", str(EXAMPLES / "etm_demo")]) == 0
     out = capsys.readouterr().out.splitlines()
     start = out.index("what the trace lost (decoded):")
-    assert out[start + 1] == (
+    assert out[start + 1] == f"  {CAPTURE}"
+    assert out[start + 2] == (
         "  buffer ETB_0, trace ID 0x10 (ETM_0, etmv4): 102 bytes, 23 packets, 31 elements"
     )
     assert main(["info", str(EXAMPLES / "etm_demo"), "--no-decode"]) == 0

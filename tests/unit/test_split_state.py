@@ -10,6 +10,7 @@ of a stream has the bytes and capture indices of the stream from its start.
 from __future__ import annotations
 
 import enum
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -64,8 +65,8 @@ def changed(value: Any) -> Any:
         return value + 1
     if value is None:
         return 1
-    if isinstance(value, list):  # the P0 stack
-        return [*value, [0, False, 0, 0, 0, 0]]
+    if isinstance(value, (list, deque)):  # the P0 stack
+        return type(value)([*value, [0, False, 0, 0, 0, 0]])
     if isinstance(value, tuple):
         return (*value, 1)
     if isinstance(value, PEContextInfo):

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cstrace.capture.stream import Stream, WrappedStream
-from cstrace.decode import Session, SourceRun
+from cstrace.decode import BufferDecode, Session, SourceRun
 from cstrace.elements import (
     AddrNacc,
     Diagnostic,
@@ -74,6 +74,7 @@ __all__ = [
     "DEFAULT_LIMIT",
     "RANGE_GAP",
     "AddressRange",
+    "CaptureAccount",
     "LossCounter",
     "LossReport",
     "NotDecoded",
@@ -187,7 +188,8 @@ class SourceLoss:
     diagnostics: dict[str, Occurrences]
     """Other decoder diagnostics, by :class:`~cstrace.errors.DiagKind` name."""
     stopped_at: int | None
-    """The offset of the first packet the decoder did not take, if it stopped early."""
+    """The offset of the first packet the decoder did not take, if it stopped early (or of
+    the packet after which the reader stopped)."""
     undecoded_packets: int
     """Packets after :attr:`stopped_at` (not decoded)."""
     undecoded_bytes: int
@@ -204,6 +206,16 @@ class SourceLoss:
     """The first ranges of those addresses, in address order."""
     unreached_ranges: int
     """How many ranges there are in all."""
+    stopped_why: str = ""
+    """Why decoding stopped at :attr:`stopped_at`."""
+    sync_wait_bytes: int = 0
+    """Bytes of the packets the decoder skipped while it waited for synchronisation (after
+    losing it, or before its first trace info): read, not decoded."""
+    sync_waits: Occurrences = Occurrences()
+    """Where each wait began (``what``: its bytes)."""
+    idle_bytes: int = 0
+    """Bytes of long runs of 0x00 (unused buffer space, padding) the element path skipped
+    (:mod:`cstrace.capture.idle`): no trace, counted in :attr:`bytes`."""
 
     @property
     def lost_anything(self) -> bool:
@@ -218,6 +230,7 @@ class SourceLoss:
             or self.diagnostics
             or self.stopped_at is not None
             or self.nacc
+            or self.sync_wait_bytes
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -240,8 +253,12 @@ class SourceLoss:
             "truncated": self.truncated.to_dict(),
             "diagnostics": {k: v.to_dict() for k, v in self.diagnostics.items()},
             "stopped_at": self.stopped_at,
+            "stopped_why": self.stopped_why,
             "undecoded_packets": self.undecoded_packets,
             "undecoded_bytes": self.undecoded_bytes,
+            "idle_bytes": self.idle_bytes,
+            "sync_wait_bytes": self.sync_wait_bytes,
+            "sync_waits": self.sync_waits.to_dict(),
             "timestamps": {
                 "count": self.timestamps,
                 "first": self.first_timestamp,
@@ -278,6 +295,56 @@ class NotDecoded:
         }
 
 
+NULL_ID = 0x00
+"""The trace ID of the formatter's padding (no source may have it)."""
+
+
+def id_reason(trace_id: int) -> str:
+    """Why bytes of ``trace_id`` in a capture were not decoded (it has no source)."""
+    if trace_id >= 0x70:
+        return "reserved trace ID (0x70-0x7f): no source may have it"
+    return "no trace source has this trace ID"
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureAccount:
+    """Where every byte of a formatted capture went (the parts add up to :attr:`size`)."""
+
+    buffer: str
+    format: str
+    size: int
+    decoded: int
+    """Data bytes of the trace IDs that have a source."""
+    unsourced: int
+    """Data bytes of trace IDs that have none (reserved IDs included; listed in the
+    report's ``not_decoded``)."""
+    padding: int
+    """Data bytes of the null trace ID (0x00): the formatter's padding."""
+    no_id: int
+    """Data bytes before the first ID byte: they belong to no trace ID."""
+    overhead: int
+    """The frames' own bytes (ID and flag bytes; FSYNC and HSYNC patterns)."""
+    after_stop: int
+    """Bytes after the frame where the reference stops (not demultiplexed)."""
+    trailing: int
+    """Bytes after the last whole frame."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The counts as JSON-able values."""
+        return {
+            "buffer": self.buffer,
+            "format": self.format,
+            "size": self.size,
+            "decoded": self.decoded,
+            "unsourced": self.unsourced,
+            "padding": self.padding,
+            "no_id": self.no_id,
+            "overhead": self.overhead,
+            "after_stop": self.after_stop,
+            "trailing": self.trailing,
+        }
+
+
 @dataclass(frozen=True)
 class LossReport:
     """What a decode gave and lost: one entry per decoded run, what was not decoded, and
@@ -287,11 +354,14 @@ class LossReport:
     sources: tuple[SourceLoss, ...] = ()
     not_decoded: tuple[NotDecoded, ...] = ()
     issues: tuple[Issue, ...] = ()
+    captures: tuple[CaptureAccount, ...] = ()
+    """Where the bytes of each formatted capture went."""
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"sources": [...], "not_decoded": [...], "issues": [...]}``."""
+        """``{"sources": [...], "not_decoded": [...], "issues": [...], "captures": [...]}``."""
         return {
             "sources": [s.to_dict() for s in self.sources],
+            "captures": [c.to_dict() for c in self.captures],
             "not_decoded": [n.to_dict() for n in self.not_decoded],
             "issues": [
                 {"severity": i.severity.name, "kind": i.kind.name, "message": str(i)}
@@ -446,6 +516,16 @@ class _Tally:
         self.undecoded_bytes = 0
         self.reader: Iterator[Packet] | None = None
         """The last counted packet iterator."""
+        self.last_packet: list[Packet] = []
+        """The last packet of the last counted packet iterator, once it ended."""
+        self.stream_blocks: Iterator[Stream] | None = None
+        """The blocks the reader pulls (to count what it left when it stopped early)."""
+        self.last_block: Stream | None = None
+        self.stopped_why = ""
+        self.sync_wait = _List(limit)
+        self.sync_wait_bytes = 0
+        self.idle_streams: list[Any] = []
+        """The streams the element path read (their ``skipped`` idle bytes)."""
 
         methods: dict[str, Callable[[Packet, str], None]] = {
             "unsynced": self._unsynced,
@@ -546,6 +626,10 @@ class _Tally:
         _add_hits(self.nacc, e.address, 1, e.offset, int(e.mem_space))
 
     def _diagnostic(self, e: Diagnostic) -> None:
+        if e.kind == DiagKind.SYNC_WAIT:
+            self.sync_wait.add(e.offset, f"{e.detail} bytes")
+            self.sync_wait_bytes += e.detail
+            return
         if e.kind in _BAD_DIAGNOSTICS:
             self._bad(e.offset, e.kind.name)
             return
@@ -562,7 +646,8 @@ class _Tally:
         """``source``, counted (through the compiled :func:`cstrace.tally.counted`)."""
         totals = [0, 0]
         self._readers.append(totals)
-        return counted(source, self.packet_handlers, totals, self.grouped_types)
+        self.last_packet = []
+        return counted(source, self.packet_handlers, totals, self.grouped_types, self.last_packet)
 
     def packet_count(self) -> PacketCount:
         """Where a reader and decoder in one loop count their packets (as
@@ -610,15 +695,48 @@ class _Tally:
 
     def _count_rest(self) -> None:
         """When the decoder stopped before its packets did (as the reference does): count
-        what it left."""
+        what it left. When the reader stopped before its stream did: the same."""
         reader = self.reader
         if reader is not None and not self.reader_done:
             self.reader = None
             for p in reader:
                 if self.stopped_at is None:
                     self.stopped_at = p.offset
+                    self.stopped_why = "the decoder stops at a packet it cannot decode"
                 self.undecoded_packets += len(p.raw) if type(p) in self.grouped_types else 1
                 self.undecoded_bytes += len(p.raw)
+        self._count_unread()
+
+    def _count_unread(self) -> None:
+        """After a reader that stopped at a packet (ITM and STM stop at a reserved header
+        or a bad sequence while they wait for synchronisation, as the reference does):
+        the bytes it did not read, after that packet."""
+        blocks, self.stream_blocks = self.stream_blocks, None
+        last = self.last_packet[-1] if self.last_packet else None
+        stops = _STOPS.get(self.run.protocol.name, {})
+        if blocks is None or last is None or type(last).__name__ not in stops:
+            return
+        if not self.reader_done or self.stopped_at is not None:
+            return
+        block = self.last_block
+        left = 0
+        if block is not None:
+            # the bytes after the packet in the block the reader last pulled
+            pos = _position(block, last.offset)
+            if pos is not None:
+                left = max(0, len(block.data) - pos - len(last.raw))
+        idle = self._idle()
+        drained = sum(len(b.data) for b in blocks)
+        self.bytes += drained
+        left += drained + self._idle() - idle
+        if left:
+            self.stopped_at = last.offset
+            self.stopped_why = f"reading stops after a {stops[type(last).__name__]}"
+            self.undecoded_bytes += left
+
+    def _idle(self) -> int:
+        """Idle bytes the element path skipped so far."""
+        return sum(int(getattr(s, "skipped", 0)) for s in self.idle_streams)
 
     def result(self) -> SourceLoss:
         """The counts so far, as a :class:`SourceLoss`."""
@@ -629,12 +747,13 @@ class _Tally:
         if not ts_count and self.local_ts:
             clock = "local"
             ts_first, ts_last, ts_count = self.local_ts
+        idle = self._idle()
         return SourceLoss(
             buffer=run.buffer.name,
             source=run.source.name,
             protocol=run.protocol.name,
             trace_id=run.trace_id,
-            bytes=self.bytes,
+            bytes=self.bytes + idle,
             packets=self.packets,
             elements=self.elements,
             packet_level=run.protocol.name in PACKET_MODULES,
@@ -647,6 +766,7 @@ class _Tally:
             truncated=self.truncated.freeze(),
             diagnostics={k: v.freeze() for k, v in self.diagnostics.items()},
             stopped_at=self.stopped_at,
+            stopped_why=self.stopped_why,
             undecoded_packets=self.undecoded_packets,
             undecoded_bytes=self.undecoded_bytes,
             timestamps=ts_count,
@@ -656,7 +776,28 @@ class _Tally:
             nacc=sum(v[0] for v in self.nacc.values()),
             unreached=tuple(ranges[: self.limit]),
             unreached_ranges=len(ranges),
+            idle_bytes=idle,
+            sync_wait_bytes=self.sync_wait_bytes,
+            sync_waits=self.sync_wait.freeze(),
         )
+
+
+_STOPS: dict[str, dict[str, str]] = {
+    "itm": {"Reserved": "reserved header", "BadSequence": "bad packet sequence"},
+    "stm": {"Reserved": "reserved header", "BadSequence": "bad packet sequence"},
+}
+"""Per protocol, the packets after which its reader may stop reading (see
+:meth:`_Tally._count_unread`)."""
+
+
+def _position(block: Stream, offset: int) -> int | None:
+    """The position in ``block`` of the byte at capture index ``offset``, if it is there."""
+    pos = 0
+    for idx, piece in block.chunks():
+        if idx <= offset < idx + len(piece):
+            return pos + offset - idx
+        pos += len(piece)
+    return None
 
 
 def _bind(method: Callable[[Packet, str], None], label: str) -> Callable[[Packet], None]:
@@ -700,10 +841,14 @@ class _CountingStream(WrappedStream):
         self._tally = tally
 
     def blocks(self) -> Iterator[Stream]:
-        """The inner stream's blocks, counted."""
+        """The inner stream's blocks, counted (the tally can take the rest of them once the
+        reader stopped: :meth:`_Tally._count_unread`)."""
         tally = self._tally
-        for block in self._inner.blocks():
+        source = self._inner.blocks()
+        tally.stream_blocks = source
+        for block in source:
             tally.bytes += len(block.data)
+            tally.last_block = block
             yield block
 
     @property
@@ -730,15 +875,23 @@ class _CountedRun(SourceRun):
 
     def row_packets(self) -> Iterator[Packet]:
         """The packets as the element rows read them (:meth:`SourceRun.row_packets`), counted."""
-        read = self.protocol.iter_row_packets
-        return self._counted_reader(self.protocol.iter_packets if read is None else read)
+        read = self.protocol.iter_row_packets or self.protocol.iter_packets
+        return self._counted_reader(read, self.row_stream())
+
+    def row_stream(self) -> Stream:
+        """The stream the element path reads (:meth:`SourceRun.row_stream`), its idle bytes
+        counted."""
+        stream = super().row_stream()
+        assert self.tally is not None
+        self.tally.idle_streams.append(stream)
+        return stream
 
     def _counted_reader(
-        self, read: Callable[[Stream, Any, bool], Iterator[Packet]]
+        self, read: Callable[[Stream, Any, bool], Iterator[Packet]], stream: Stream | None = None
     ) -> Iterator[Packet]:
         tally = self.tally
         assert tally is not None
-        stream = _CountingStream(self.stream, tally)
+        stream = _CountingStream(self.stream if stream is None else stream, tally)
         reader = tally.count_packets(read(stream, self.config, self.context.complete))
         tally.reader = reader
         return reader
@@ -756,7 +909,7 @@ class _CountedRun(SourceRun):
         assert tally is not None
         fused = self.protocol.iter_stream_rows
         if packets is None and fused is not None:
-            stream = _CountingStream(self.stream, tally)
+            stream = _CountingStream(self.row_stream(), tally)
             rows = fused(stream, self.config, self.context, tally.packet_count())
         else:
             rows = super().rows(self.row_packets() if packets is None else packets)
@@ -785,6 +938,7 @@ class LossCounter:
         self._tallies: list[_Tally | _Counted] = []
         self._not_decoded: list[NotDecoded] = []
         self._issues: list[Issue] = []
+        self._captures: list[CaptureAccount] = []
 
     def watch(self, run: SourceRun) -> SourceRun:
         """A copy of ``run`` whose ``packets()``, ``elements()`` and ``batches()`` are counted."""
@@ -804,6 +958,35 @@ class LossCounter:
         """Record the counts of a run counted elsewhere (a worker process's own counter)."""
         self._tallies.append(_Counted(loss))
 
+    def add_capture(self, decoded: BufferDecode) -> None:
+        """Account for every byte of a buffer's capture: the trace IDs that have no run
+        (their bytes are not decoded) and the rest (:meth:`BufferDecode.capture_bytes`)."""
+        counted = decoded.capture_bytes()
+        if counted is None:
+            return
+        ours = {run.trace_id for run in decoded.runs}
+        name = decoded.buffer.name
+        unsourced = 0
+        for tid, size in sorted(counted.data.items()):
+            if tid in ours or tid == NULL_ID:
+                continue
+            unsourced += size
+            self._not_decoded.append(NotDecoded(name, id_reason(tid), tid, bytes=size))
+        self._captures.append(
+            CaptureAccount(
+                name,
+                decoded.buffer.format,
+                counted.size,
+                sum(n for t, n in counted.data.items() if t in ours),
+                unsourced,
+                counted.data.get(NULL_ID, 0) if NULL_ID not in ours else 0,
+                counted.no_id,
+                counted.overhead,
+                counted.after_stop,
+                counted.trailing,
+            )
+        )
+
     def not_decoded(self, entry: NotDecoded) -> None:
         """Record a source or trace ID that was not decoded."""
         self._not_decoded.append(entry)
@@ -820,6 +1003,7 @@ class LossCounter:
             tuple(t.result() for t in self._tallies),
             tuple(self._not_decoded),
             tuple(self._issues),
+            tuple(self._captures),
         )
 
 
@@ -870,6 +1054,7 @@ def merge_losses(
         truncated=_merge_occurrences((loss.truncated for loss in losses), limit),
         diagnostics={k: _merge_occurrences(v, limit) for k, v in kinds.items()},
         stopped_at=stopped[0] if stopped else None,
+        stopped_why=next((loss.stopped_why for loss in losses if loss.stopped_why), ""),
         undecoded_packets=sum(loss.undecoded_packets for loss in losses),
         undecoded_bytes=sum(loss.undecoded_bytes for loss in losses),
         timestamps=sum(loss.timestamps for loss in losses),
@@ -879,6 +1064,9 @@ def merge_losses(
         nacc=sum(v[0] for v in seen.values()),
         unreached=tuple(ranges[:limit]),
         unreached_ranges=len(ranges),
+        idle_bytes=sum(loss.idle_bytes for loss in losses),
+        sync_wait_bytes=sum(loss.sync_wait_bytes for loss in losses),
+        sync_waits=_merge_occurrences((loss.sync_waits for loss in losses), limit),
     )
 
 
@@ -901,6 +1089,7 @@ def loss_report(
     for name in names:
         decoded = session.open_buffer(trace.buffer(name))
         counter.add_issues(decoded.issues)
+        counter.add_capture(decoded)
         for run in decoded.runs:
             for _ in counter.watch(run).elements():
                 pass

@@ -245,8 +245,23 @@ class _Unpacker:
     index numbering) comes from a template per frame layout.
     """
 
-    def __init__(self, only: int | None = None, stop_ids: frozenset[int] = frozenset()) -> None:
+    def __init__(
+        self,
+        only: int | None = None,
+        stop_ids: frozenset[int] = frozenset(),
+        *,
+        count_only: bool = False,
+    ) -> None:
         self.only = only
+        self.counts: npt.NDArray[np.int64] | None = (
+            np.zeros(256, dtype=np.int64) if count_only else None
+        )
+        """With ``count_only``: bytes per owner (trace IDs 0..127; 0xFF for ID bytes, flag
+        bytes and data before any ID), and nothing unpacked."""
+        self.frames = 0
+        """With ``count_only``: frames fed (up to the one that stopped the capture, if any)."""
+        self.id_bytes = 0
+        """With ``count_only``: ID bytes in those frames."""
         # IDs with a decoder: an empty block for one of them stops the capture (see
         # _first_fatal); stopped_at is then the capture index of that frame.
         self.stop_ids = stop_ids
@@ -343,17 +358,16 @@ class _Unpacker:
         # before the slot (none if it is an ID byte) and the odd byte to the ID
         # after it, or to the one before when the slot changed the ID with its
         # flag bit set. Byte 15 is the flag byte.
+        change7 = _pack(change) & _U(0x7F)
+        flag_sel = g_flags & change7
+        if self.counts is not None:
+            self._count(n, general, cur_in, is_id, before, after, id_bytes, flag_sel)
+            return
         owners = np.empty((n, 2), dtype=np.uint64)
         np.multiply(cur_in, _ONES, out=owners[:, 0])
         np.bitwise_or(owners[:, 0], _TOP, out=owners[:, 1])
-        change7 = _pack(change) & _U(0x7F)
-        flag_sel = g_flags & change7
         if g:
-            keep = (_spread(flag_sel) * _U(0xFF)) & _U(0x00FFFFFFFFFFFFFF)
-            even = before | id_bytes
-            odd = (before & keep) | (after & ~keep) | _TOP
-            owners[general, 0] = _to_even(even) | (_to_even(odd) << _U(8))
-            owners[general, 1] = _to_even(even >> _U(32)) | (_to_even(odd >> _U(32)) << _U(8))
+            owners[general] = _general_owners(before, after, id_bytes, flag_sel)
         own = owners.view(np.uint8).reshape(n, 16)
 
         # Data values: even data bytes take bit 0 from the flag byte (a table of the
@@ -411,6 +425,32 @@ class _Unpacker:
             self.run_idx.setdefault(tid, []).append(run_index[mine])
             self.length[tid] = base + vals.size
 
+    def _count(
+        self,
+        n: int,
+        general: npt.NDArray[np.intp],
+        cur_in: npt.NDArray[np.uint64],
+        is_id: npt.NDArray[np.uint64],
+        before: npt.NDArray[np.uint64],
+        after: npt.NDArray[np.uint64],
+        id_bytes: npt.NDArray[np.uint64],
+        flag_sel: npt.NDArray[np.uint64],
+    ) -> None:
+        """``count_only``: the bytes of ``n`` frames per owner, without unpacking them. A
+        frame without ID bytes gives its 15 data bytes to the ID at its start and its flag
+        byte to no one; the owners of the others' bytes are worked out as :meth:`feed` does."""
+        counts = self.counts
+        assert counts is not None
+        self.frames += n
+        plain = np.ones(n, dtype=bool)
+        plain[general] = False
+        counts += 15 * np.bincount(cur_in[plain].astype(np.intp), minlength=256)
+        counts[_NONE] += n - general.size  # their flag bytes
+        if general.size:
+            self.id_bytes += int(np.unpackbits(_pack(is_id).astype(np.uint8)).sum())
+            owners = _general_owners(before, after, id_bytes, flag_sel)
+            counts += np.bincount(owners.view(np.uint8).ravel(), minlength=256)
+
     def take(self, tid: int) -> Stream | None:
         """The data of ``tid`` unpacked since the last ``take``, as a stream of its own."""
         values = self.values.pop(tid, None)
@@ -429,6 +469,25 @@ class _Unpacker:
             run_idx = np.concatenate(self.run_idx[tid])
             out[tid] = Stream(tid, _joined(self.values[tid]), run_pos, run_idx)
         return out
+
+
+def _general_owners(
+    before: npt.NDArray[np.uint64],
+    after: npt.NDArray[np.uint64],
+    id_bytes: npt.NDArray[np.uint64],
+    flag_sel: npt.NDArray[np.uint64],
+) -> npt.NDArray[np.uint64]:
+    """The owner of every byte of the frames with ID bytes, two words per frame: per slot,
+    the even byte belongs to the ID before the slot (none if it is an ID byte) and the odd
+    byte to the ID after it, or to the one before when the slot changed the ID with its
+    flag bit set. Byte 15, the flag byte, to none."""
+    keep = (_spread(flag_sel) * _U(0xFF)) & _U(0x00FFFFFFFFFFFFFF)
+    even = before | id_bytes
+    odd = (before & keep) | (after & ~keep) | _TOP
+    out = np.empty((before.size, 2), dtype=np.uint64)
+    out[:, 0] = _to_even(even) | (_to_even(odd) << _U(8))
+    out[:, 1] = _to_even(even >> _U(32)) | (_to_even(odd >> _U(32)) << _U(8))
+    return out
 
 
 _FSYNC = b"\xff\xff\xff\x7f"

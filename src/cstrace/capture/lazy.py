@@ -29,9 +29,11 @@ from cstrace.capture.stream import GatheredStream, Stream
 
 __all__ = [
     "BLOCK_SIZE",
+    "FrameBytes",
     "FrameScan",
     "LazyStream",
     "ReadBlocks",
+    "count_frame_bytes",
     "find_empty_block_stop",
     "scan_frames",
 ]
@@ -129,6 +131,60 @@ def scan_frames(
             top = int(_HIGHEST[int(np.packbits(is_id[row], bitorder="little")[0])])
             last_id = int(slots[row, top]) >> 1
     return FrameScan(None, _ids(named))
+
+
+@dataclass(frozen=True)
+class FrameBytes:
+    """Where every byte of an ETB/ETR capture (aligned 16-byte frames) went
+    (:func:`count_frame_bytes`): the parts add up to :attr:`size`."""
+
+    size: int
+    """The capture's bytes."""
+    data: dict[int, int]
+    """Data bytes per trace ID (reserved IDs included: 0x00 is the null ID of padding,
+    0x70-0x7F are reserved)."""
+    no_id: int
+    """Data bytes before the first ID byte: they belong to no trace ID."""
+    overhead: int
+    """ID bytes and flag bytes: the frames' own."""
+    stopped_at: int | None
+    """The capture index of the frame where the reference stops, if one does."""
+    after_stop: int
+    """Bytes after that frame: not demultiplexed."""
+    trailing: int
+    """Bytes after the last whole frame."""
+
+
+def count_frame_bytes(
+    read: ReadBlocks,
+    size: int,
+    stop_ids: frozenset[int] = frozenset(),
+    block_size: int = BLOCK_SIZE,
+) -> FrameBytes:
+    """Count, in one pass over the frames, the data bytes of every trace ID, the frames'
+    own bytes and what comes after the reference's stop (see :class:`FrameBytes`)."""
+    unpacker = _Unpacker(stop_ids=stop_ids, count_only=True)
+    for offset, data in _aligned(read, FRAME_SIZE, block_size - block_size % FRAME_SIZE):
+        frames = np.frombuffer(data, dtype=np.uint8).reshape(-1, FRAME_SIZE)
+        sof = offset + FRAME_SIZE * np.arange(frames.shape[0], dtype=np.int64)
+        unpacker.feed(frames, sof)
+        if unpacker.stopped_at is not None:
+            break
+    counts = unpacker.counts
+    assert counts is not None
+    per_id = {int(t): int(counts[t]) for t in np.flatnonzero(counts[:128])}
+    whole = size - size % FRAME_SIZE
+    done = unpacker.frames * FRAME_SIZE
+    overhead = unpacker.frames + unpacker.id_bytes
+    return FrameBytes(
+        size=size,
+        data=per_id,
+        no_id=int(counts[0xFF]) - overhead,
+        overhead=overhead,
+        stopped_at=unpacker.stopped_at,
+        after_stop=whole - done,
+        trailing=size - whole,
+    )
 
 
 def _ids(named: npt.NDArray[np.bool_]) -> frozenset[int]:

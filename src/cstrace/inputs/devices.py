@@ -52,8 +52,16 @@ class Register:
 
     @property
     def value(self) -> int:
-        """The register value; a located error if it is not a number."""
-        return parse_int(self.text, what=f"register {self.name}", path=self.path, line=self.line)
+        """The register value; a located error if it is not a number or is wider than any
+        register (64 bits)."""
+        value = parse_int(self.text, what=f"register {self.name}", path=self.path, line=self.line)
+        if value >> 64:
+            raise SnapshotError(
+                f"register {self.name}: {self.text.strip()!r} is wider than 64 bits",
+                path=self.path,
+                line=self.line,
+            )
+        return value
 
 
 @dataclass(frozen=True)

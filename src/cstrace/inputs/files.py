@@ -13,6 +13,7 @@ named on the command line; :class:`BytesBlob` bytes already in memory;
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Protocol
@@ -26,8 +27,15 @@ __all__ = [
     "PathBlob",
     "SliceBlob",
     "TreeBlob",
+    "beneath",
     "safe_relative",
 ]
+
+
+_NAME_MAX = 255
+"""The longest file name (one path component, in bytes) a file system takes."""
+_PATH_MAX = 4095
+"""The longest path (in bytes) the system calls take."""
 
 
 def safe_relative(name: str, *, path: str, line: int | None) -> PurePosixPath:
@@ -35,7 +43,16 @@ def safe_relative(name: str, *, path: str, line: int | None) -> PurePosixPath:
     text = name.strip().replace("\\", "/")
     if not text:
         raise SnapshotError("empty file name", path=path, line=line)
+    if "\x00" in text:
+        raise SnapshotError(
+            f"file name {name!r} holds a NUL character; refused", path=path, line=line
+        )
     pure = PurePosixPath(text)
+    longest = max((len(os.fsencode(p)) for p in pure.parts), default=0)
+    if longest > _NAME_MAX or len(os.fsencode(text)) > _PATH_MAX:
+        raise SnapshotError(
+            f"file name too long ({len(text)} characters): {text[:40]!r}...", path=path, line=line
+        )
     if pure.is_absolute() or (len(text) > 1 and text[1] == ":"):
         raise SnapshotError(f"absolute path {name!r} refused", path=path, line=line)
     depth = 0
@@ -49,6 +66,72 @@ def safe_relative(name: str, *, path: str, line: int | None) -> PurePosixPath:
                 f"path {name!r} leads outside the snapshot folder; refused", path=path, line=line
             )
     return pure
+
+
+_MAX_LINKS = 40
+"""Symbolic links followed in one path before it counts as a loop (as the kernel does)."""
+
+
+def beneath(root: str | Path, name: str) -> Path | None:
+    """The real path of ``name`` (a path named by an input file) inside folder ``root``;
+    None when it leads outside it.
+
+    ``..`` components and symbolic links are followed only while they stay inside
+    ``root`` (whose own real path is trusted: the user named it), so nothing outside
+    is ever looked at, not even with ``lstat``. A leading ``/`` counts from ``root``
+    (a perf.data recording names ``/usr/lib/libc.so.6``); an absolute link target
+    must lie inside ``root``. Parts that do not exist are kept as named (the caller
+    finds no file there).
+    """
+    if "\x00" in name:
+        return None
+    try:
+        base = os.path.realpath(root)
+        given = os.path.abspath(root)
+    except (OSError, ValueError):
+        return None
+    todo = name.replace("\\", "/").split("/")
+    todo.reverse()
+    cur: list[str] = []
+    links = 0
+    while todo:
+        part = todo.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not cur:
+                return None
+            cur.pop()
+            continue
+        path = os.path.join(base, *cur, part)
+        try:
+            mode = os.lstat(path).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            cur.append(part)
+            continue
+        except (OSError, ValueError):
+            return None
+        if not stat.S_ISLNK(mode):
+            cur.append(part)
+            continue
+        links += 1
+        if links > _MAX_LINKS:
+            return None
+        try:
+            target = os.readlink(path)
+        except OSError:
+            return None
+        if target.startswith("/"):
+            # an absolute link: it must name a place inside the folder
+            inside = [
+                t for t in (base, given) if target == t or target.startswith(t.rstrip("/") + "/")
+            ]
+            if not inside:
+                return None
+            target = target[len(inside[0]) :]
+            cur = []
+        todo.extend(reversed(target.split("/")))
+    return Path(base, *cur)
 
 
 class FileTree(Protocol):
@@ -89,8 +172,8 @@ class DirTree:
         key = str(rel)
         real = self._reals.get(key)
         if real is None:
-            real = Path(os.path.realpath(self.root / key))
-            if real != self._real_root and self._real_root not in real.parents:
+            real = beneath(self._real_root, key)
+            if real is None:
                 raise SnapshotError(
                     "path leads outside the snapshot folder (through a link); refused",
                     path=self.display(rel),
@@ -100,7 +183,13 @@ class DirTree:
 
     def exists(self, rel: PurePosixPath) -> bool:
         """Whether the file exists (and is a regular file inside the folder)."""
-        return self._real(rel).is_file()
+        real = self._real(rel)
+        try:
+            return stat.S_ISREG(real.stat().st_mode)
+        except FileNotFoundError:
+            return False
+        except (OSError, ValueError) as exc:
+            raise SnapshotError(f"cannot read: {exc}", path=self.display(rel)) from None
 
     def size(self, rel: PurePosixPath) -> int:
         """Size of the file in bytes."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path, PurePosixPath
 
+from cstrace.capture import FORMATS
 from cstrace.errors import SnapshotError
 from cstrace.inputs.devices import (
     Device,
@@ -143,7 +144,13 @@ def _parse_trace_ini(
         )
         if not files:
             raise ini.error(f"[{key}] names no file", fentry.line)
-        fmt = (sec.get("format", "coresight") or "coresight").strip().lower()
+        fentry = sec.entry("format")
+        fmt = (fentry.value if fentry is not None else "").strip().lower() or "coresight"
+        if fmt not in FORMATS:
+            raise ini.error(
+                f"unknown trace buffer format {fmt!r} (expected one of {', '.join(FORMATS)})",
+                fentry.line if fentry is not None else sec.line,
+            )
         buffers.append(TraceBuffer(key, name, files, fmt, ini.path, sec.line))
     source_buffers: list[tuple[str, list[str]]] = []
     sb = ini.section("source_buffers")

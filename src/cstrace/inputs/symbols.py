@@ -30,7 +30,7 @@ import struct
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from cstrace.inputs.files import PathBlob
+from cstrace.inputs.files import PathBlob, beneath
 from cstrace.trace import Image, Origin, Trace
 
 __all__ = [
@@ -291,9 +291,10 @@ class ImageSearch:
             if got is not None:
                 return got
         if self.paths.symfs and name.startswith("/"):
-            p = Path(self.paths.symfs) / name.lstrip("/")
-            if p.is_file():
-                got = self._accept(name, p, build_id, "symfs")
+            # (a name from a recording: it stays inside the folder, '..' and links too)
+            inside = beneath(self.paths.symfs, name)
+            if inside is not None and inside.is_file():
+                got = self._accept(name, inside, build_id, "symfs")
                 if got is not None:
                     return got
         if build_id and self.paths.symdirs:
@@ -305,12 +306,13 @@ class ImageSearch:
         if top is None or not top.is_dir():
             return None
         for bid in {build_id.hex(), build_id.ljust(20, b"\0").hex()}:
-            cands = [top / ".build-id" / bid[:2] / bid[2:]]
+            named = [f".build-id/{bid[:2]}/{bid[2:]}"]
             if name.startswith("/"):
-                cands.append(top / name.lstrip("/") / bid)
-            for c in cands:
-                for p in (c / "elf", c / "debug", c) if c.is_dir() else (c,):
-                    if p.is_file():
+                named.append(f"{name}/{bid}")
+            for n in named:
+                # (names from a recording: they stay inside the folder, '..' and links too)
+                for p in (beneath(top, f"{n}/{leaf}") for leaf in ("elf", "debug", "")):
+                    if p is not None and p.is_file():
                         have = self._build_id(p)
                         if have is not None and same_build_id(build_id, have):
                             return FoundImage(p, "build-id cache", have)

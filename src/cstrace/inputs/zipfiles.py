@@ -79,6 +79,8 @@ class ZipTree:
             raise SnapshotError("is a directory, expected a ZIP file", path=name) from None
         except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError) as exc:
             raise SnapshotError(f"not a valid ZIP archive ({exc})", path=name) from None
+        except NotImplementedError as exc:  # "zip file version 8.4": a feature not read
+            raise SnapshotError(f"unsupported ZIP archive ({exc})", path=name) from None
         except OSError as exc:
             raise SnapshotError(f"cannot read: {exc.strerror}", path=name) from None
         self._entries: dict[str, zipfile.ZipInfo] = {}

@@ -46,6 +46,7 @@ __all__ = [
     "ProtocolSpec",
     "Registers",
     "Setting",
+    "idle_period",
     "register",
     "require",
 ]
@@ -60,6 +61,16 @@ def require(regs: Registers, name: str, what: str) -> int:
     if value is None:
         raise ConfigError(f"register {name} is required to decode {what} trace")
     return value
+
+
+def idle_period(period: int) -> Callable[[Stream, Any], int]:
+    """A ``ProtocolSpec.idle_zeros`` that gives ``period`` whatever the stream and
+    configuration."""
+
+    def idle_zeros(stream: Stream, config: Any) -> int:
+        return period
+
+    return idle_zeros
 
 
 def register(regs: Registers, name: str, default: int) -> int:
@@ -161,3 +172,8 @@ class ProtocolSpec:
     the hot kinds), when the protocol has it: the same lists as ``iter_rows`` of the
     ``iter_row_packets``; packets counted into the :class:`~cstrace.tally.PacketCount`
     given, if any, as :func:`cstrace.tally.counted` counts them."""
+    idle_zeros: Callable[[Stream, Any], int] | None = None
+    """Whether the element path may take the middle out of long runs of 0x00 in a stream
+    (:mod:`cstrace.capture.idle`) for this configuration, and in multiples of how many
+    bytes (the size of the pieces its reader cuts zeros into); 0 or None: never (a zero
+    means something: the port formats of the classic ETMs)."""

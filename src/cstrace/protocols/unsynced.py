@@ -44,7 +44,12 @@ does."""
 
 
 def find_start(
-    data: Units, q: int, final: bool, end: Callable[[Units, int], int], run: int
+    data: Units,
+    q: int,
+    final: bool,
+    end: Callable[[Units, int], int],
+    run: int,
+    stop: int | None = None,
 ) -> tuple[int, bool]:
     """The decode start at or after ``data[q]``, and whether it is settled.
 
@@ -53,10 +58,12 @@ def find_start(
     of ``data`` when ``final`` (no more data follows). Returns ``(s, False)``
     when the reading from ``s`` reaches the end of ``data`` first and more data
     may follow: every position before ``s`` is invalid, ``s`` needs more data.
-    ``(len(data), True)`` when no position reads validly.
+    ``(len(data), True)`` when no position reads validly. With ``stop``, only the
+    positions before it are tried (``(stop, True)`` when none reads validly): the
+    caller knows a start there.
     """
     n = len(data)
-    for c in range(q, n):
+    for c in range(q, n if stop is None else min(n, stop)):
         p = c
         count = 0
         while count < run and p < n:
@@ -67,7 +74,7 @@ def find_start(
             count += 1
         else:
             return c, count == run or final
-    return n, True
+    return (n if stop is None else min(n, stop)), True
 
 
 def first_certain(

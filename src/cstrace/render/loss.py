@@ -15,10 +15,17 @@ addresses and timestamps are in hexadecimal. JSON comes from the report's own
 
 from __future__ import annotations
 
-from cstrace.analyses.loss import LossReport, NotDecoded, Occurrence, Occurrences, SourceLoss
+from cstrace.analyses.loss import (
+    CaptureAccount,
+    LossReport,
+    NotDecoded,
+    Occurrence,
+    Occurrences,
+    SourceLoss,
+)
 from cstrace.render.spaces import mem_space_name
 
-__all__ = ["loss_lines", "not_decoded_line", "occurrences_text", "source_lines"]
+__all__ = ["capture_line", "loss_lines", "not_decoded_line", "occurrences_text", "source_lines"]
 
 
 def _words(name: str) -> str:
@@ -68,6 +75,14 @@ def source_lines(loss: SourceLoss) -> list[str]:
                 f"  not synchronised: {loss.unsynced_bytes} bytes not decoded (before the "
                 "first synchronisation, or while looking for the next)"
             )
+    if loss.sync_wait_bytes:
+        waits = occurrences_text(loss.sync_waits, kinds=False)
+        add(
+            f"  skipped waiting for synchronisation: {loss.sync_wait_bytes} bytes of packets "
+            f"read but not decoded (waits: {waits})"
+        )
+    if loss.idle_bytes:
+        add(f"  idle: {loss.idle_bytes} bytes of 0x00 in long runs skipped (no trace)")
     if loss.overflows.count:
         add(f"  overflows: {occurrences_text(loss.overflows)}")
     if loss.bad_packets.count:
@@ -80,10 +95,12 @@ def source_lines(loss: SourceLoss) -> list[str]:
         # the reference's error code (``what``) is in the JSON; the kind says more
         add(f"  decoder diagnostic {_words(kind)}: {occurrences_text(occ, kinds=False)}")
     if loss.stopped_at is not None:
-        add(
-            f"  decoding stopped at {loss.stopped_at}: {loss.undecoded_packets} packets "
-            f"({loss.undecoded_bytes} bytes) after it not decoded"
-        )
+        why = f" ({loss.stopped_why})" if loss.stopped_why else ""
+        if loss.undecoded_packets:
+            after = f"{loss.undecoded_packets} packets ({loss.undecoded_bytes} bytes)"
+        else:
+            after = f"{loss.undecoded_bytes} bytes"
+        add(f"  decoding stopped at {loss.stopped_at}{why}: {after} after it not decoded")
     if loss.timestamps:
         clock = " (local)" if loss.timestamp_clock == "local" else ""
         add(
@@ -118,14 +135,38 @@ def not_decoded_line(entry: NotDecoded) -> str:
     return f"buffer {entry.buffer}, {who}{size}, not decoded: {entry.reason}"
 
 
+def capture_line(c: CaptureAccount) -> str:
+    """Where the bytes of one formatted capture went, in one line."""
+    parts = [f"{c.decoded} trace data decoded"]
+    for size, what in (
+        (c.unsourced, "on trace IDs with no source (below)"),
+        (c.padding, "padding (trace ID 0x00)"),
+        (c.overhead, "frame ID and flag bytes"),
+        (c.no_id, "before the first ID byte (no trace ID)"),
+        (c.after_stop, "after the frame where decoding stops"),
+        (c.trailing, "after the last whole frame"),
+    ):
+        if size:
+            parts.append(f"{size} {what}")
+    return f"buffer {c.buffer} ({c.format}): {c.size} bytes: " + ", ".join(parts)
+
+
 def loss_lines(report: LossReport, *, issues: bool = True) -> list[str]:
     """The whole report: each source, then what was not decoded, then the problems met
     (with ``issues`` False, only how many: the command line printed them as they came)."""
+    # Per buffer, in order: where its bytes went, its sources, the IDs not decoded.
+    order: list[str] = []
+    for name in [c.buffer for c in report.captures] + [s.buffer for s in report.sources]:
+        if name not in order:
+            order.append(name)
     out: list[str] = []
-    for loss in report.sources:
-        out.extend(source_lines(loss))
-    for entry in report.not_decoded:
-        out.append(not_decoded_line(entry))
+    for name in order:
+        out.extend(capture_line(c) for c in report.captures if c.buffer == name)
+        for loss in report.sources:
+            if loss.buffer == name:
+                out.extend(source_lines(loss))
+        out.extend(_not_decoded_lines([e for e in report.not_decoded if e.buffer == name]))
+    out.extend(_not_decoded_lines([e for e in report.not_decoded if e.buffer not in order]))
     if issues:
         for issue in report.issues:
             label = "error" if issue.is_error else "warning"
@@ -134,6 +175,26 @@ def loss_lines(report: LossReport, *, issues: bool = True) -> list[str]:
         errors = sum(1 for i in report.issues if i.is_error)
         warnings = len(report.issues) - errors
         out.append(f"issues: {_count(errors, 'error')} and {_count(warnings, 'warning')} (above)")
+    return out
+
+
+_LISTED_IDS = 8
+"""Trace IDs with no source listed one by one per buffer (the largest); the rest in a sum."""
+
+
+def _not_decoded_lines(entries: list[NotDecoded]) -> list[str]:
+    """One line per entry, the trace IDs with no source beyond the largest few summed up."""
+    sized = [e for e in entries if e.trace_id is not None and e.bytes is not None]
+    if len(sized) <= _LISTED_IDS:
+        return [not_decoded_line(e) for e in entries]
+    keep = sorted(sized, key=lambda e: -(e.bytes or 0))[:_LISTED_IDS]
+    rest = [e for e in sized if e not in keep]
+    out = [not_decoded_line(e) for e in entries if e not in rest]
+    total = sum(e.bytes or 0 for e in rest)
+    out.append(
+        f"buffer {rest[0].buffer}: {len(rest)} more trace IDs with no source: {total} bytes, "
+        "not decoded"
+    )
     return out
 
 

@@ -206,6 +206,8 @@ _DIAG_TEXT = {
     DiagKind.DATA_TRACE: "data trace packet, not decoded",
     DiagKind.UNSYNCED_START: "decoded before any synchronisation packet",
     DiagKind.UNSYNCED_AMBIGUOUS: "decoded before any synchronisation packet",
+    DiagKind.SPEC_DEPTH_EXCEEDED: "speculation depth beyond the configured maximum (TRCIDR8)",
+    DiagKind.SYNC_WAIT: "packets skipped while waiting for synchronisation",
 }
 
 
@@ -217,6 +219,10 @@ def _diagnostic(e: Diagnostic) -> str:
         text += f"; packet boundaries certain from index {e.detail}"
     elif e.kind == DiagKind.UNSYNCED_AMBIGUOUS:
         text += "; packet boundaries uncertain until one"
+    elif e.kind == DiagKind.SYNC_WAIT:
+        text += f" ({e.detail} bytes)"
+    elif e.kind == DiagKind.SPEC_DEPTH_EXCEEDED:
+        text += f" (depth {e.detail})"
     return text
 
 

@@ -11,7 +11,7 @@ ETE), so this package only provides the ETE configuration.
 
 from __future__ import annotations
 
-from cstrace.protocols.base import ProtocolSpec
+from cstrace.protocols.base import ProtocolSpec, idle_period
 from cstrace.protocols.etmv4 import PROTOCOL as _ETMV4
 from cstrace.protocols.etmv4.config import Etmv4Config, ete_from_registers
 from cstrace.protocols.etmv4.reader import iter_packets
@@ -27,4 +27,5 @@ PROTOCOL = ProtocolSpec(
     iter_rows=_ETMV4.iter_rows,
     iter_row_packets=_ETMV4.iter_row_packets,
     iter_stream_rows=_ETMV4.iter_stream_rows,
+    idle_zeros=idle_period(12),
 )

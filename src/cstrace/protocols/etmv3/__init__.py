@@ -8,6 +8,9 @@ its registers; output: packets (:mod:`.packets`) and generic trace elements.
 
 from __future__ import annotations
 
+from typing import Any
+
+from cstrace.capture.stream import Stream
 from cstrace.protocols.base import ProtocolSpec
 from cstrace.protocols.etmv3.config import Etmv3Config, from_registers
 from cstrace.protocols.etmv3.decoder import iter_elements
@@ -15,10 +18,19 @@ from cstrace.protocols.etmv3.reader import iter_packets
 
 __all__ = ["PROTOCOL", "Etmv3Config", "from_registers", "iter_elements", "iter_packets"]
 
+
+def _idle_zeros(stream: Stream, config: Any) -> int:
+    """Long runs of zeros may be shortened in formatted captures: unformatted ones are read
+    in the reference's 1024-byte blocks, and the index of an end of trace inside such a
+    run depends on its length."""
+    return 16 if stream.trace_id is not None else 0
+
+
 PROTOCOL = ProtocolSpec(
     name="etmv3",
     from_registers=from_registers,
     iter_packets=iter_packets,
     iter_elements=iter_elements,
     uses_memory=True,
+    idle_zeros=_idle_zeros,
 )

@@ -65,7 +65,7 @@ from cstrace.elements import (
     Unknown,
     UnsyncReason,
 )
-from cstrace.errors import DiagCode, DiagKind
+from cstrace.errors import DiagCode, DiagKind, Severity
 from cstrace.isa import IsaOptions, Profile
 from cstrace.isa.blocks import BlockCache
 from cstrace.protocols.base import DecodeContext, Packet
@@ -238,6 +238,8 @@ def iter_elements(
     vmid_valid = False
     last_offset = 0
     follower_isa = Isa.A32  # the ISA after the last instruction the follower decoded
+    # packets skipped while waiting for synchronisation: their bytes, the first one's index
+    waited = waited_at = 0
 
     # One-instruction tables of the current memory view and space, indexed by ISA.
     generation = memory.generation
@@ -259,6 +261,8 @@ def iter_elements(
         if state == 1:
             if type(pkt) is ASync:
                 state = 2
+            elif type(pkt) is not NotSync:  # (the reader counts those)
+                waited, waited_at = _skipped(pkt, waited, waited_at)
             continue
         if state == 2:
             is_isync = type(pkt) is ISync
@@ -266,6 +270,8 @@ def iter_elements(
                 type(pkt) is TimestampPacket
                 or (ca and (type(pkt) is PHeader or type(pkt) is CycleCountPacket))
             ):
+                if type(pkt) is not NotSync and type(pkt) is not ASync:
+                    waited, waited_at = _skipped(pkt, waited, waited_at)
                 continue
         else:
             is_isync = False
@@ -438,6 +444,9 @@ def iter_elements(
                 sent_unknown = False
             if first_sync:
                 state = 3
+                if waited:
+                    q.put(_sync_wait(waited_at, tid, waited))
+                    waited = 0
 
         elif tp is CycleCountPacket:
             assert isinstance(pkt, CycleCountPacket)
@@ -492,9 +501,21 @@ def iter_elements(
 
     if context.complete:
         q.commit()
+        if waited:
+            q.put(_sync_wait(waited_at, tid, waited))
         q.put(EoTrace(last_offset, UnsyncReason.EOT))
         q.commit()
         yield from q.send()
+
+
+def _skipped(pkt: Packet, waited: int, waited_at: int) -> tuple[int, int]:
+    """Count a packet skipped while waiting for synchronisation: (bytes, first index)."""
+    return waited + len(pkt.raw), (waited_at if waited else pkt.offset)
+
+
+def _sync_wait(offset: int, trace_id: int, waited: int) -> Diagnostic:
+    """The count of the packets skipped while waiting for synchronisation."""
+    return Diagnostic(offset, trace_id, DiagCode.NONE, DiagKind.SYNC_WAIT, waited, Severity.WARNING)
 
 
 def _stale_range(slot: _Slot, offset: int, cycle_count: int | None) -> Element:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 
 from cstrace.capture.stream import Stream
 from cstrace.elements import Element, EoTrace, NoSync, UnsyncReason
-from cstrace.protocols.base import DecodeContext, Packet, ProtocolSpec
+from cstrace.protocols.base import DecodeContext, Packet, ProtocolSpec, idle_period
 from cstrace.protocols.etmv4.config import Etmv4Config, from_registers
 from cstrace.protocols.etmv4.reader import iter_packets
 
@@ -64,4 +64,5 @@ PROTOCOL = ProtocolSpec(
     iter_rows=iter_rows,
     iter_row_packets=iter_row_packets if iter_rows is not None else None,
     iter_stream_rows=iter_stream_rows,
+    idle_zeros=idle_period(12),
 )

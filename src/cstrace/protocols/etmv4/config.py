@@ -217,7 +217,7 @@ class Etmv4Config:
         self.wfi_wfe_branch = bool(idr2 & 0x80000000) and self.full_version >= 0x43
 
         # TRCIDR8..13
-        self.max_spec_depth = idr8
+        self.max_spec_depth = idr8 & 0xFFFFFFFF  # MAXSPEC, bits [31:0]
         self.p0_key_max = 1 if idr9 == 0 else idr9
         self.p1_key_max = idr10
         self.p1_special_key_max = idr11

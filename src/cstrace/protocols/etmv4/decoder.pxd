@@ -34,7 +34,7 @@ cdef class Etmv4Decoder(PacketSink):
     cdef public object config, context, memory, generation, persist, pe
     cdef public BlockCache walker
     cdef public object addr, last_cc, unsync_reason, space, cc_threshold
-    cdef public list stack
+    cdef public object stack  # a collections.deque
     cdef public tuple lone
     cdef public object last_idx, trace_id, handlers
     cdef public list log, blocks
@@ -44,8 +44,10 @@ cdef class Etmv4Decoder(PacketSink):
     cdef public bint m_profile, v7m, v8m, src_addr_n, timed, seen_not_sync
     cdef public bint is_secure, is_64bit, need_ctxt, need_addr, elem_pending_addr
     cdef public bint prev_overflow, res_mispredict, res_discard, ete_first_ts_marker, stale
-    cdef public int isa, it, state, spec_depth, max_spec_depth
-    cdef public long long res_commit, res_cancel
+    cdef public int isa, it, state
+    # (a speculation depth from the trace can exceed a C int: see _trace_info)
+    cdef public long long spec_depth, max_spec_depth, res_commit, res_cancel, waited
+    cdef public object waited_at
     cdef public object walk_addr
     cdef public int walk_isa, walk_it
     cdef public bint walk_prev_taken
@@ -85,7 +87,7 @@ cdef class Etmv4Decoder(PacketSink):
     @cython.locals(out=list, base=Py_ssize_t, kind=cython.int, raw=bytes)
     cpdef decode(self, object pkt)
 
-    @cython.locals(stack=list, is_addr=cython.bint)
+    @cython.locals(stack=object, is_addr=cython.bint)
     cpdef bint _decode_packet(self, object pkt, int kind, object idx) except -1
 
     @cython.locals(out=list, mark=Py_ssize_t)
@@ -94,7 +96,7 @@ cdef class Etmv4Decoder(PacketSink):
     @cython.locals(out=list, base=Py_ssize_t)
     cpdef bint _fast_atom(self, object idx, unsigned long long bits, long long n) except -1
 
-    @cython.locals(a=list, rs=_ReturnStack, stack=list, lone=tuple)
+    @cython.locals(a=list, rs=_ReturnStack, stack=object, lone=tuple)
     cpdef bint _fast_ready(self) except -1
 
     @cython.locals(lone=tuple)

@@ -47,6 +47,7 @@ a P0 element for cancelling.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -83,7 +84,7 @@ from cstrace.elements import (
     UnsyncReason,
     el_space,
 )
-from cstrace.errors import DiagCode, DiagKind
+from cstrace.errors import DiagCode, DiagKind, Severity
 from cstrace.isa import IsaOptions, StopReason
 from cstrace.isa.blocks import Block, BlockCache, Instr
 from cstrace.protocols.base import DecodeContext, Packet
@@ -213,7 +214,8 @@ _UNSEEN = 21
 _TINFO = 22
 
 # Stack elements are small lists ``[kind, is_p0, idx, a, b, c]``; the stack is a
-# list with the oldest element first (a few elements: taking the first costs little).
+# deque with the oldest element first (taking the first costs the same however many
+# elements a damaged stream has piled up behind it).
 #   atom:      a = atoms left, b = E/N bits (oldest in bit 0)
 #   addr:      a = address, b = IS          src addr: the same
 #   ctxt:      a = context tuple (see _ctxt_of)
@@ -221,6 +223,8 @@ _TINFO = 22
 #   ts, ts+cc: a = timestamp, b = cycle count          cc: a = cycle count
 #   event:     a = event bits                          ite: a = EL, b = value
 #   q:         a = instruction count, b = address or None, c = IS
+#   unseen:    a = how many speculative P0 elements a trace info said were not traced
+#              (one entry for all of them: commit and cancel take from the count)
 _K, _P0, _IX, _A, _B, _C = 0, 1, 2, 3, 4, 5
 
 # Decoder states (the reference's processor_state_t; its RESOLVE state is a call).
@@ -257,6 +261,7 @@ _MISPREDICT_NO_ATOM = (DiagCode.COMMIT_PKT_OVERRUN, DiagKind.MISPREDICT_NO_ATOM)
 _RET_STACK_OVERFLOW = (DiagCode.RET_STACK_OVERFLOW, DiagKind.RETURN_STACK_OVERFLOW)
 _EXCEPTION_NO_ADDRESS = (DiagCode.BAD_PACKET_SEQ, DiagKind.EXCEPTION_NO_ADDRESS)
 _Q_NO_ADDRESS = (DiagCode.BAD_PACKET_SEQ, DiagKind.Q_NO_ADDRESS)
+_SPEC_DEPTH = (DiagCode.BAD_PACKET_SEQ, DiagKind.SPEC_DEPTH_EXCEEDED)
 _DATA_TRACE_KINDS = frozenset(
     (
         PT.COND_FLUSH,
@@ -379,7 +384,7 @@ class Etmv4Decoder(PacketSink):
         self.unsync_reason = (
             UnsyncReason.RESET_DECODER if context.reset else UnsyncReason.INIT_DECODER
         )
-        self.stack: list[list[Any]] = []
+        self.stack: deque[list[Any]] = deque()
         self.lone: tuple[int, int, int] | None = None
         """A target address stacked alone, kept out of :attr:`stack` as (Idx, address,
         ISA) while the stack is otherwise empty: the fast paths take one target address
@@ -389,6 +394,11 @@ class Etmv4Decoder(PacketSink):
         """Where the elements go, as element rows (cstrace.rows)."""
         self.trace_id = int(getattr(config, "trace_id", context.trace_id))
         self.seen_not_sync = False
+        self.waited = 0
+        """Bytes of the packets skipped so far while waiting for synchronisation (reported
+        as a ``SYNC_WAIT`` diagnostic when a trace info ends the wait, or at the end)."""
+        self.waited_at = 0
+        """The index of the first of them."""
         self.log: list[tuple[int, Diagnostic]] = []
         """Diagnostics of the current packet, with the number of its elements before each."""
         self.last_idx = 0
@@ -510,6 +520,8 @@ class Etmv4Decoder(PacketSink):
             self.it,
             self.last_cc,
             self.space,
+            self.waited,
+            self.waited_at,
             tuple(getattr(pe, name) for name in PEContextInfo.__slots__),
             self._stack_key(),
             (rs.active, tuple(rs.entries), rs.num, rs.pop_pending, rs.tinfo_wait),
@@ -537,7 +549,7 @@ class Etmv4Decoder(PacketSink):
         lone = self.lone
         if lone is not None:
             self.lone = None
-            self.stack.insert(0, self._lone_entry(lone))
+            self.stack.appendleft(self._lone_entry(lone))
 
     def _log(self, code: DiagCode, kind: DiagKind, detail: int = 0) -> None:
         """Report a diagnostic at the packet being decoded.
@@ -617,7 +629,8 @@ class Etmv4Decoder(PacketSink):
         synchronisation, tell the code memory that time moved."""
         self._resolve()
         if self.state == _NO_SYNC:
-            self._no_sync(pkt, kind, idx)
+            # (the packet that lost synchronisation: decoded, not skipped)
+            self._no_sync(None, kind, idx)
         if self.timed:
             self._advance_time(base)
 
@@ -783,7 +796,8 @@ class Etmv4Decoder(PacketSink):
             merge_log(out, base, self.log)
 
     def _no_sync(self, pkt: Any, kind: int, idx: int) -> None:
-        """The reference's NO_SYNC / WAIT_SYNC / WAIT_TINFO states for one packet."""
+        """The reference's NO_SYNC / WAIT_SYNC / WAIT_TINFO states for one packet; the
+        packets skipped on the way are counted (:meth:`_waited`)."""
         st = self.state
         if st == _NO_SYNC:
             self.out.append(NoSync(idx, self.unsync_reason))
@@ -791,6 +805,8 @@ class Etmv4Decoder(PacketSink):
         if st == _WAIT_SYNC:
             if kind == K_ASYNC:
                 self.state = _WAIT_TINFO
+            elif pkt is not None and kind != K_NOT_SYNC:
+                self._skipped(pkt, idx)
             return
         if st == _WAIT_TINFO:
             self.need_ctxt = True
@@ -799,9 +815,29 @@ class Etmv4Decoder(PacketSink):
                 self._trace_info(pkt, idx)
                 self.state = _DECODE
                 self.rs.flush()
+                if self.waited:
+                    self._waited()
             elif kind == K_EVENT and self.is_ete:
                 # ETE allows event packets before the first trace info.
                 self.stack.append([_EVENT, False, idx, pkt.events, 0, 0])
+            elif pkt is not None and kind != K_ASYNC:
+                self._skipped(pkt, idx)
+
+    def _skipped(self, pkt: Any, idx: int) -> None:
+        """A packet skipped while waiting for synchronisation: counted."""
+        if not self.waited:
+            self.waited_at = idx
+        self.waited += len(pkt.raw)
+
+    def _waited(self) -> None:
+        """Report the packets skipped while waiting for synchronisation (a count)."""
+        diag = Diagnostic(
+            self.waited_at, self.trace_id, DiagCode.NONE, DiagKind.SYNC_WAIT, self.waited,
+            Severity.WARNING,
+        )  # fmt: skip
+        self.log.append((len(self.out), diag))
+        self.waited = 0
+        self.waited_at = 0
 
     def finish(self) -> None:
         """End of trace: output what no later packet can cancel, then ``EO_TRACE``."""
@@ -810,6 +846,8 @@ class Etmv4Decoder(PacketSink):
         self.persist["etmv4"] = (self.pe, self.addr, self.isa, self.it, self.last_cc)
         if not self.context.complete:
             return
+        if self.waited:
+            self._waited()
         self._unlone()
         stack = self.stack
         while stack:
@@ -831,11 +869,13 @@ class Etmv4Decoder(PacketSink):
                 self._marker(e)
             elif k == _ITE:
                 self._ite(e)
-            stack.pop(0)
+            stack.popleft()
         reason = UnsyncReason.OVERFLOW if self.prev_overflow else UnsyncReason.EOT
         out.append(EoTrace(self.last_idx, reason))
         if self.timed:
             self._advance_time(base)
+        if self.log:
+            merge_log(out, base, self.log)
 
     def _advance_time(self, base: int) -> None:
         """Trace time moved: tell the code memory, once the packet's elements are made.
@@ -853,13 +893,21 @@ class Etmv4Decoder(PacketSink):
     # -- packet → stack elements -----------------------------------------------------
 
     def _trace_info(self, pkt: Any, idx: int) -> None:
-        """The first trace info after a sync: speculation depth, CC threshold, TME state."""
+        """The first trace info after a sync: speculation depth, CC threshold, TME state.
+
+        The P0 elements the trace unit had not traced yet are one stack entry that
+        holds their count. A depth beyond TRCIDR8.MAXSPEC cannot happen in a sound
+        stream: it is reported, and (as the reference does) the excess is committed
+        with the next packet.
+        """
         self.cc_threshold = pkt.cc_threshold or 0
         depth = pkt.spec_depth or 0
         self.spec_depth = depth
         stack = self.stack
-        for _ in range(depth):
-            stack.append([_UNSEEN, True, idx, 0, 0, 0])
+        if depth:
+            if depth > self.max_spec_depth:
+                self._log(*_SPEC_DEPTH, depth)
+            stack.append([_UNSEEN, True, idx, depth, 0, 0])
         stack.append([_TINFO, False, idx, 0, 0, 0])
         if pkt.in_trans_state:
             stack.append([_TRANS_TRACE_INIT, False, idx, 0, 0, 0])
@@ -1039,7 +1087,7 @@ class Etmv4Decoder(PacketSink):
                 ctxt = e[_A]
                 if ctxt[0]:
                     self._update_context(ctxt, e[_IX])
-                    stack.pop(0)
+                    stack.popleft()
                     break  # the reference sends its output after a context change
             elif k in _TS_CC_EVENT:
                 self._ts_cc_event(e)
@@ -1075,12 +1123,16 @@ class Etmv4Decoder(PacketSink):
             elif k == _ITE:
                 self._ite(e)
             elif k == _UNSEEN:
-                self.res_commit -= 1
+                n = min(self.res_commit, e[_A])
+                self.res_commit -= n
+                e[_A] -= n
+                if e[_A]:
+                    continue  # unseen elements left: nothing more to commit
             elif k == _TINFO:
                 rs.tinfo_wait = True
                 rs.flush()
             if stack:
-                stack.pop(0)
+                stack.popleft()
         self.spec_depth -= num_req - self.res_commit
 
     def _cancel(self) -> None:
@@ -1094,7 +1146,7 @@ class Etmv4Decoder(PacketSink):
                 self._seq_error(_CANCEL_SHORT)
             e = stack[-1]
             if e[_P0]:
-                if e[_K] == _ATOM:
+                if e[_K] == _ATOM or e[_K] == _UNSEEN:
                     n = min(self.res_cancel, e[_A])
                     e[_A] -= n
                     self.res_cancel -= n
@@ -1115,20 +1167,22 @@ class Etmv4Decoder(PacketSink):
         """Flip the newest atom, dropping addresses stacked after it."""
         stack = self.stack
         found = False
-        i = len(stack) - 1
-        while i >= 0:
-            e = stack[i]
+        held: list[list[Any]] = []  # what was stacked after the atom, newest first
+        while stack:
+            e = stack[-1]
             k = e[_K]
             if k == _ATOM:
                 e[_B] ^= 1 << (e[_A] - 1)
                 found = True
                 break
-            if k == _ADDR:
-                del stack[i]
-            elif k == _UNSEEN:
+            if k == _UNSEEN:
                 found = True
                 break
-            i -= 1
+            stack.pop()
+            if k != _ADDR:
+                held.append(e)
+        while held:
+            stack.append(held.pop())
         self.res_mispredict = False
         if not found:
             self._seq_error(_MISPREDICT_NO_ATOM)
@@ -1137,7 +1191,7 @@ class Etmv4Decoder(PacketSink):
         """Discard / overflow: output held TS/CC/events/markers, drop the rest, resync."""
         stack = self.stack
         while stack:
-            e = stack.pop(0)
+            e = stack.popleft()
             if e[_K] == _MARKER:
                 self._marker(e)
             else:
@@ -1388,12 +1442,12 @@ class Etmv4Decoder(PacketSink):
     def _exception(self) -> None:
         """Range up to the preferred return address, then EXCEPTION (processException)."""
         stack = self.stack
-        ex = stack.pop(0)
+        ex = stack.popleft()
         idx = ex[_IX]
         br_tgt = bool(ex[_B])
         ctxt_elem = None
         if stack and stack[0][_K] == _CTXT:
-            ctxt_elem = stack.pop(0)
+            ctxt_elem = stack.popleft()
         if not stack or stack[0][_K] != _ADDR:
             self._seq_error(_EXCEPTION_NO_ADDRESS)
         addr_elem = stack[0]  # removed by the commit loop, as in the reference
@@ -1428,19 +1482,19 @@ class Etmv4Decoder(PacketSink):
     def _q_element(self) -> None:
         """Q element: N instructions executed, path known only if walkable (processQElement)."""
         stack = self.stack
-        q = stack.pop(0)
+        q = stack.popleft()
         idx = q[_IX]
         count = q[_A]
         if q[_B] is None:
             ctxt_elem = None
             if stack and stack[0][_K] == _CTXT:
-                ctxt_elem = stack.pop(0)
+                ctxt_elem = stack.popleft()
             if not stack or stack[0][_K] != _ADDR:
                 self._seq_error(_Q_NO_ADDRESS)
-            a = stack.pop(0)
+            a = stack.popleft()
             q_addr, q_is = a[_A], a[_B]
             if ctxt_elem is not None:
-                stack.insert(0, ctxt_elem)
+                stack.appendleft(ctxt_elem)
         else:
             q_addr, q_is = q[_B], q[_C]
         start = self.addr

@@ -9,7 +9,7 @@ configuration comes from the ITM trace control register (``ITMTCR``, or
 
 from __future__ import annotations
 
-from cstrace.protocols.base import ProtocolSpec
+from cstrace.protocols.base import ProtocolSpec, idle_period
 from cstrace.protocols.itm.config import ItmConfig, from_registers, with_options
 from cstrace.protocols.itm.decoder import iter_elements
 from cstrace.protocols.itm.reader import iter_packets
@@ -29,4 +29,5 @@ PROTOCOL = ProtocolSpec(
     iter_packets=iter_packets,
     iter_elements=iter_elements,
     with_options=with_options,
+    idle_zeros=idle_period(8),
 )

@@ -33,6 +33,8 @@ periodic PC sample: 1 or 4); or when an exception trace packet has function 0
 
 from __future__ import annotations
 
+import re
+
 from cstrace.protocols import unsynced
 from cstrace.protocols.unsynced import INVALID
 
@@ -44,6 +46,8 @@ SPAN = 7
 """The longest ITM packet other than synchronisation (GTS2: header and 6 bytes)."""
 HORIZON = 2048
 """Bytes after the decode start within which the readings of its first bytes must meet."""
+
+_NONZERO = re.compile(b"[^\x00]")
 
 # Longest packet (header included) of the packets with continuation bytes, by header.
 _CONTINUED = {0x94: 5, 0xB4: 7}
@@ -69,11 +73,10 @@ def packet_end(data: bytes, p: int) -> int:
         end = p + 1 + size
         return end if end <= n else n + 1
     if h == 0:  # synchronisation: at least five zero bytes, then 0x80
-        i = p + 1
-        while i < n and data[i] == 0:
-            i += 1
-        if i >= n:
+        found = _NONZERO.search(data, p + 1)  # (a long run of zeros at memory speed)
+        if found is None:
             return n + 1
+        i = found.start()
         return i + 1 if data[i] == 0x80 and i - p >= 5 else INVALID
     if h == 0x70:  # overflow
         return p + 1
@@ -109,14 +112,16 @@ def find_start(data: bytes, q: int, final: bool) -> tuple[int, bool]:
     start a run of valid packets gives (a bad packet soon after it, say) is
     the start.
     """
-    s, settled = unsynced.find_start(data, q, final, packet_end, RUN)
-    k = data.find(_SYNC_TAIL, q, min(len(data), s + len(_SYNC_TAIL)))
+    # The first synchronisation packet first (at memory speed): only the bytes before it
+    # are tried as starts of a run of valid packets, so that a stream that loses
+    # synchronisation again and again costs what its bytes cost.
+    k = data.find(_SYNC_TAIL, q)
     if k >= 0:
         while k > q and data[k - 1] == 0:
             k -= 1
-        if k < s:
-            return k, True
-    return s, settled
+        s, settled = unsynced.find_start(data, q, final, packet_end, RUN, k)
+        return (k, True) if s >= k else (s, settled)
+    return unsynced.find_start(data, q, final, packet_end, RUN)
 
 
 _SYNC_TAIL = b"\x00\x00\x00\x00\x00\x80"

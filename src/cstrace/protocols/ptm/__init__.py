@@ -7,7 +7,7 @@ Reference: ARM IHI 0035B, Program Flow Trace Architecture Specification.
 
 from __future__ import annotations
 
-from cstrace.protocols.base import ProtocolSpec
+from cstrace.protocols.base import ProtocolSpec, idle_period
 from cstrace.protocols.ptm.config import PtmConfig, from_registers
 from cstrace.protocols.ptm.decoder import iter_elements
 from cstrace.protocols.ptm.reader import iter_packets
@@ -20,4 +20,5 @@ PROTOCOL = ProtocolSpec(
     iter_packets=iter_packets,
     iter_elements=iter_elements,
     uses_memory=True,
+    idle_zeros=idle_period(176),
 )

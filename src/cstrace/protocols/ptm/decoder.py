@@ -158,6 +158,11 @@ def _isa_options(config: PtmConfig) -> IsaOptions:
     return IsaOptions(arch, profile, dsb_dmb_waypoints=config.dmb_dsb_waypoints)
 
 
+def _sync_wait(offset: int, trace_id: int, waited: int) -> Diagnostic:
+    """The count of the packets skipped while waiting for synchronisation."""
+    return Diagnostic(offset, trace_id, DiagCode.NONE, DiagKind.SYNC_WAIT, waited, Severity.WARNING)
+
+
 def iter_elements(
     packets: Iterable[Packet], config: PtmConfig, context: DecodeContext
 ) -> Iterator[Element]:
@@ -180,6 +185,8 @@ def iter_elements(
     offset = 0
     isas = _ISAS
     seen_notsync = False
+    # packets skipped while waiting for synchronisation: their bytes, the first one's index
+    waited = waited_at = 0
 
     for pkt in packets:
         if state != _DECODE:
@@ -194,6 +201,10 @@ def iter_elements(
                 yield NoSync(offset, reason)
                 state = _WAIT_ISYNC if isinstance(pkt, ASync) else _WAIT_SYNC
                 continue
+            if not isinstance(pkt, (ASync, ISync, NotSync)):
+                if not waited:
+                    waited_at = offset
+                waited += len(pkt.raw)
             if state == _WAIT_SYNC:
                 if isinstance(pkt, ASync):
                     state = _WAIT_ISYNC
@@ -201,6 +212,9 @@ def iter_elements(
             if not isinstance(pkt, ISync):
                 continue
             state = _DECODE
+            if waited:
+                yield _sync_wait(waited_at, config.trace_id, waited)
+                waited = 0
         offset = pkt.offset
 
         # the code walks this packet asks for: ``nwalk`` atoms, E/N in ``bits``
@@ -365,4 +379,6 @@ def iter_elements(
             pe_valid = True
 
     if context.complete:
+        if waited:
+            yield _sync_wait(waited_at, config.trace_id, waited)
         yield EoTrace(offset, UnsyncReason.EOT)

@@ -8,6 +8,9 @@ configuration comes from the ``STMTCSR`` register (trace ID in bits [22:16]).
 
 from __future__ import annotations
 
+from typing import Any
+
+from cstrace.capture.stream import Stream
 from cstrace.protocols.base import ProtocolSpec
 from cstrace.protocols.stm.config import StmConfig, from_registers, with_options
 from cstrace.protocols.stm.decoder import iter_elements
@@ -22,10 +25,19 @@ __all__ = [
     "with_options",
 ]
 
+
+def _idle_zeros(stream: Stream, config: Any) -> int:
+    """Long runs of zeros (NULL packets) may be shortened when packets before the first
+    ASYNC are decoded; the reference's search for it (``--before-sync wait``) reports
+    where it began from the blocks it was handed, which the runs' length changes."""
+    return 1 if getattr(config, "decode_before_sync", False) else 0
+
+
 PROTOCOL = ProtocolSpec(
     name="stm",
     from_registers=from_registers,
     iter_packets=iter_packets,
     iter_elements=iter_elements,
     with_options=with_options,
+    idle_zeros=_idle_zeros,
 )

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from cstrace.bits import hexbytes
 from cstrace.elements import Diagnostic
+from cstrace.errors import DiagKind
 from cstrace.protocols import Packet
 from cstrace.render.ocsd.diagnostics import diagnostic_text
 from cstrace.render.ocsd.elements import element_text
@@ -71,7 +72,8 @@ def listing_lines(run: SourceRun, *, packets: bool = True) -> Iterator[str]:
                     glue = ""
                 yield line
         if type(elem) is Diagnostic:
-            glue += diagnostic_text(protocol, elem)
+            if elem.kind != DiagKind.SYNC_WAIT:  # (a count the reference does not log)
+                glue += diagnostic_text(protocol, elem)
             continue
         line = f"Idx:{elem.offset}{elem_prefix}{element_text(elem)}"
         if glue:

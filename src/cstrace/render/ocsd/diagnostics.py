@@ -100,6 +100,10 @@ def _reason(protocol: str, diag: Diagnostic) -> str:
         )
     if kind == DiagKind.UNSYNCED_AMBIGUOUS:
         return "Decoded before any synchronisation packet; packet boundaries uncertain."
+    if kind == DiagKind.SYNC_WAIT:
+        return f"{diag.detail} bytes of packets skipped waiting for synchronisation."
+    if kind == DiagKind.SPEC_DEPTH_EXCEEDED:
+        return f"Trace info speculation depth {diag.detail} beyond the maximum (TRCIDR8)."
     return kind.name.replace("_", " ").capitalize()  # pragma: no cover - every kind is above
 
 
