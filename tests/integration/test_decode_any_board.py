@@ -85,7 +85,13 @@ def _info(b: B.BoardCapture, *options: str) -> str:
 # -- Cortex-R5, ETMv3.3 through an ETB ----------------------------------------------------
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["no-cc", "cycle-accurate"])
+# The quick run takes one capture of each board (python -m tests); the second of the R5 and
+# of the server, which make the same checks on another setting, are in the slow group (CI).
+@pytest.fixture(
+    scope="module",
+    params=[False, pytest.param(True, marks=pytest.mark.slow)],
+    ids=["no-cc", "cycle-accurate"],
+)
 def r5(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> B.BoardCapture:
     B.compilers_or_skip(B.ARM_CC)
     return B.r5_etmv3(tmp_path_factory.mktemp("r5"), request.param)
@@ -141,7 +147,9 @@ def test_m33_with_the_core_named_is_never_ete(m33: B.BoardCapture) -> None:
 # -- an Armv8-A server: ETMv4, two processes, 8- and 32-bit VMIDs ------------------------
 
 
-@pytest.fixture(scope="module", params=[8, 32], ids=["vmid8", "vmid32"])
+@pytest.fixture(
+    scope="module", params=[8, pytest.param(32, marks=pytest.mark.slow)], ids=["vmid8", "vmid32"]
+)
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> B.BoardCapture:

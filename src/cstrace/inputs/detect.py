@@ -39,7 +39,7 @@ import re
 from dataclasses import dataclass, field
 
 from cstrace.capture import Stream, demux
-from cstrace.protocols import find_protocol
+from cstrace.protocols import ProtocolSpec, find_protocol
 from cstrace.protocols.itm import boundary as itm_boundary
 
 __all__ = [
@@ -247,8 +247,7 @@ def identify_stream(data: bytes, trace_id: int | None = None) -> StreamGuess:
     ptm, e3, isyncs, cc_isyncs = _isync_votes(view, short)
     # Parsing with the real readers settles most cases: the wrong protocol's packet
     # boundaries drift and meet reserved headers and bad sequences.
-    ptm_fit = _trial("ptm", view[first:])
-    e3_fit = _trial("etm3", view[first:])
+    ptm_fit, e3_fit = _trials(view[first:])
     if ptm_fit is not None and e3_fit is not None:
         ptm += 4.0 * ptm_fit
         e3 += 4.0 * e3_fit
@@ -307,7 +306,7 @@ def _itm_without_sync(data: bytes, trace_id: int | None, size: int) -> StreamGue
     return StreamGuess(trace_id, size, "itm", round(conf, 2), ev, 0)
 
 
-_TRIAL_BYTES = 1 << 14
+_TRIAL_BYTES = 1 << 12
 _BAD_PACKETS = {"NotSync", "BadSequence", "Reserved", "BadTraceMode", "IncompleteEOT"}
 
 
@@ -333,31 +332,63 @@ def _trial_variants(family: str) -> list[tuple[str, dict[str, int]]]:
     return out
 
 
-def _trial(family: str, data: bytes) -> float | None:
-    """Share of bytes that parse into valid packets with ``family``'s reader (None: no reader)."""
-    variants = _trial_variants(family)
-    spec = find_protocol(variants[0][0])
-    if spec is None:
+def _fit(
+    spec: ProtocolSpec, regs: dict[str, int], sample: bytes, bound: float | None
+) -> float | None:
+    """Share of ``sample``'s bytes in valid packets under one variant; None when the bad
+    bytes read so far keep it at or below ``bound`` even if every byte left parsed (the
+    read stops there), or when nothing was read."""
+    n = len(sample)
+    good = bad = 0
+    try:
+        cfg = spec.from_registers({**regs, "ETMTRACEIDR": 0x10}, "Cortex-A9", "")
+        for pkt in spec.iter_packets(Stream(0x10, sample), cfg, True):
+            size = len(pkt.raw) or 1
+            if type(pkt).__name__ in _BAD_PACKETS:
+                if good:
+                    bad += size
+                    if bound is not None:
+                        rest = max(0, n - good - bad)
+                        if (good + rest) / (good + rest + bad) <= bound:
+                            return None
+            else:
+                good += size
+    except Exception:  # a guess must not fail on another module's bug
         return None
+    return good / (good + bad) if good + bad else None
+
+
+def _trials(data: bytes) -> tuple[float | None, float | None]:
+    """How well the start of ``data`` parses as PTM and as ETMv3: the share of bytes in
+    valid packets under the best of each protocol's packet-format variants (None: no
+    reader).
+
+    The cheap question first: each protocol's first variant (no context ID, no cycle
+    counts) is read over the sample. The other variants only matter if they do better
+    than both protocols' best so far, so each stops as soon as its bad bytes rule that
+    out (for the protocol that is not the stream's, usually at its first bad packet),
+    and a protocol that parses every byte is tried no further.
+    """
     sample = data[:_TRIAL_BYTES]
-    best: float | None = None
-    for _, regs in variants:
-        good = bad = 0
-        try:
-            cfg = spec.from_registers({**regs, "ETMTRACEIDR": 0x10}, "Cortex-A9", "")
-            for pkt in spec.iter_packets(Stream(0x10, sample), cfg, True):
-                size = len(pkt.raw) or 1
-                if type(pkt).__name__ in _BAD_PACKETS:
-                    if good:
-                        bad += size
-                else:
-                    good += size
-        except Exception:  # a guess must not fail on another module's bug
-            continue
-        if good + bad:
-            fit = good / (good + bad)
-            best = fit if best is None else max(best, fit)
-    return best
+    found: dict[str, tuple[ProtocolSpec, list[dict[str, int]]]] = {}
+    for family in ("ptm", "etm3"):
+        variants = _trial_variants(family)
+        spec = find_protocol(variants[0][0])
+        if spec is not None:
+            found[family] = (spec, [regs for _, regs in variants])
+    best: dict[str, float | None] = {
+        family: _fit(spec, variants[0], sample, None) for family, (spec, variants) in found.items()
+    }
+    for family, (spec, variants) in found.items():
+        for regs in variants[1:]:
+            if best[family] == 1.0:
+                break
+            known = [v for v in best.values() if v is not None]
+            fit = _fit(spec, regs, sample, max(known) if known else None)
+            if fit is not None:
+                mine = best[family]
+                best[family] = fit if mine is None else max(mine, fit)
+    return best.get("ptm"), best.get("etm3")
 
 
 # --- capture format -----------------------------------------------------------------------
