@@ -377,10 +377,10 @@ def _trials(data: bytes) -> tuple[float | None, float | None]:
         if spec is not None:
             found[family] = (spec, [regs for _, regs in variants])
     best: dict[str, float | None] = {
-        family: _fit(spec, variants[0], sample, None) for family, (spec, variants) in found.items()
+        family: _fit(spec, sets[0], sample, None) for family, (spec, sets) in found.items()
     }
-    for family, (spec, variants) in found.items():
-        for regs in variants[1:]:
+    for family, (spec, sets) in found.items():
+        for regs in sets[1:]:
             if best[family] == 1.0:
                 break
             known = [v for v in best.values() if v is not None]
