@@ -684,6 +684,10 @@ def print_tables(results: Sequence[dict[str, Any]]) -> None:
             f"| {num(c['cstrace_listing_elements'])} | {num(c['cstrace_null_elements'])} "
             f"| {r['load_before']:.2f} / {r['load_after']:.2f} |"
         )
+    print(
+        "\ncstrace's null summary also counts its own diagnostic elements (a wait for "
+        "synchronisation, say), which neither listing shows."
+    )
 
 
 # ----------------------------------------------------------------------------- main

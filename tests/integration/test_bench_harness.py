@@ -85,7 +85,10 @@ def test_bench_prints_the_table(corpus: Path, tmp_path: Path) -> None:
     for r in checks:
         size = r[1]
         assert r[2] == f"{size} / {size}"  # the reference processed the whole tiled buffer
-        assert r[3] == r[4] == r[5]  # the same elements on both sides
+        assert r[3] == r[4]  # the same elements on both sides
+        # The summary also counts cstrace's own diagnostics (a wait for synchronisation),
+        # which no listing shows: never fewer.
+        assert int(r[5]) >= int(r[4])
         assert int(r[3]) > 0
     assert "# OpenCSD library version: 1.8.0;" in out
 
