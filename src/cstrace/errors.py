@@ -32,12 +32,28 @@ __all__ = [
     "IssueKind",
     "Severity",
     "SnapshotError",
+    "bounded",
     "located",
 ]
 
 
+MESSAGE_LIMIT = 500
+"""The most characters of a message an error shows (an input can make one of any length)."""
+
+
+def bounded(message: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``message`` on one line and at most about ``limit`` characters: a message that quotes
+    an input (a line of a metadata file, a name) stays one readable line whatever the input."""
+    one = " ".join(message.splitlines())
+    if len(one) <= limit:
+        return one
+    return f"{one[:limit]}... ({len(one) - limit} more characters)"
+
+
 def located(message: str, path: str | None, line: int | None, offset: int | None) -> str:
-    """``path: line N: offset 0xN: message``, with the parts that are known."""
+    """``path: line N: offset 0xN: message``, with the parts that are known; the message is
+    :func:`bounded`."""
+    message = bounded(message)
     where = []
     if path is not None:
         where.append(path)

@@ -198,8 +198,11 @@ def run_cli(argv: list[str], cwd: Path, limits: Limits) -> tuple[Outcome, float,
     with open(err_path, "rb") as f:
         f.seek(0, os.SEEK_END)
         size = f.tell()
-        f.seek(max(0, size - 8192))
-        stderr = f.read().decode("utf-8", "replace")
+        # the head (where an error line is) and the tail (where a traceback ends)
+        f.seek(0)
+        head = f.read(8192)
+        f.seek(max(8192, size - 8192))
+        stderr = (head + f.read()).decode("utf-8", "replace")
     err_path.unlink()
     return classify(status, stderr, peak, limits), seconds, peak, stderr, cpu
 

@@ -101,6 +101,30 @@ def test_an_unknown_buffer_format_names_the_file_and_line(
     assert f"trace.ini: line {line}: unknown trace buffer format 'bogus'" in one_error(err)
 
 
+def test_a_long_bad_line_gives_one_short_located_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A metadata line of 64 KiB of 0xFF bytes (found by the fuzz campaign): the error names
+    the file and line and quotes only the start of it."""
+    snap = demo(tmp_path)
+    ini = snap / "ETM_0.ini"
+    lines = ini.read_bytes().splitlines()
+    ini.write_bytes(b"\n".join([*lines[:3], b"\xff" * 65536, *lines[3:]]) + b"\n")
+    code, _, err = run(capsys, "decode", str(snap), "--format", "null")
+    assert code == 2
+    line = one_error(err)
+    assert "ETM_0.ini: line 4: expected 'key=value'" in line, line
+    assert "(65536 characters)" in line and len(line) < 300, line
+
+
+def test_every_error_message_is_one_bounded_line() -> None:
+    from cstrace.errors import MESSAGE_LIMIT, InputError
+
+    text = str(InputError("first\nsecond " + "x" * 10_000, path="f.ini", line=3))
+    assert "\n" not in text and text.startswith("f.ini: line 3: first second ")
+    assert len(text) < MESSAGE_LIMIT + 60 and text.endswith("more characters)")
+
+
 def test_a_zip_needing_version_8_4_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -83,6 +83,13 @@ class IniFile:
         return SnapshotError(message, path=self.path, line=line)
 
 
+def _quoted(line: str, limit: int = 60) -> str:
+    """A line of the file as an error quotes it: its start, and how long it is when longer."""
+    if len(line) <= limit:
+        return repr(line)
+    return f"{line[:limit]!r}... ({len(line)} characters)"
+
+
 def parse_ini(text: str, path: str = "<string>") -> IniFile:
     """Parse INI text; ``path`` names the file in error messages."""
     sections: list[IniSection] = []
@@ -93,13 +100,17 @@ def parse_ini(text: str, path: str = "<string>") -> IniFile:
             continue
         if line.startswith("["):
             if not line.endswith("]") or len(line) < 3:
-                raise SnapshotError(f"malformed section header {line!r}", path=path, line=number)
+                raise SnapshotError(
+                    f"malformed section header {_quoted(line)}", path=path, line=number
+                )
             current = IniSection(line[1:-1].strip(), number)
             sections.append(current)
             continue
         if "=" not in line:
             raise SnapshotError(
-                f"expected 'key=value' or '[section]', found {line!r}", path=path, line=number
+                f"expected 'key=value' or '[section]', found {_quoted(line)}",
+                path=path,
+                line=number,
             )
         if current is None:
             raise SnapshotError("entry before the first [section]", path=path, line=number)
