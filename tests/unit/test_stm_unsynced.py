@@ -243,3 +243,28 @@ def test_random_bytes_do_not_raise(seed: int) -> None:
     data = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 5000)))
     stream = Stream.from_chunks(0x20, [(16 * i, data[i : i + 15]) for i in range(0, len(data), 15)])
     decode(list(iter_packets(stream, RECOVER, rng.randrange(2) == 0)))
+
+
+def test_a_long_run_of_f_nibbles_is_measured_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run of ``f`` nibbles that does not end in an ASYNC's ``0`` (found by the fuzz
+    campaign: 64 Ki bytes of 0xFF took 40 s to search for a decode start): each nibble of
+    the run is tried as a packet start, and the run is measured once, not once per nibble."""
+    from cstrace.protocols.stm import boundary
+
+    calls = 0
+    real = boundary._F_RUN
+
+    class Counting:
+        def match(self, text: str, pos: int) -> object:
+            nonlocal calls
+            calls += 1
+            return real.match(text, pos)
+
+    monkeypatch.setattr(boundary, "_F_RUN", Counting())
+    hx = "f" * 20_000 + "1" + "f" * 30 + "4"
+    ends = [packet_end(hx, k) for k in range(0, 20_000, 7)]
+    assert all(e < 0 for e in ends)  # an FF opcode that is no ASYNC: invalid
+    assert calls == 1
+    assert packet_end(hx, 20_001) < 0 and calls == 2  # another run, measured again
+    start, _ = boundary.find_start(hx, 0, True)
+    assert calls < 100 and start >= 20_000
