@@ -63,7 +63,6 @@ from cstrace.protocols import DecodeContext, Packet, ProtocolSpec
 from cstrace.rows import expand
 
 __all__ = [
-    "SPLIT_PROTOCOLS",
     "Cut",
     "Piece",
     "PieceSpec",
@@ -76,9 +75,6 @@ __all__ = [
     "plan_split",
     "splittable",
 ]
-
-SPLIT_PROTOCOLS = frozenset(("etmv4", "ete"))
-"""Protocols whose streams can be cut at synchronisation points."""
 
 A_SYNC = b"\x00" * 11 + b"\x80"
 """An ETMv4/ETE alignment synchronisation packet."""
@@ -119,9 +115,7 @@ class SplitPlan:
 def splittable(run: SourceRun) -> bool:
     """Whether ``run`` can be cut: its protocol supports it, its code memory has no state."""
     memory = run.context.memory
-    return run.protocol.name in SPLIT_PROTOCOLS and (
-        memory is None or isinstance(memory, (MemoryMap, NoMemory))
-    )
+    return run.protocol.splittable and (memory is None or isinstance(memory, (MemoryMap, NoMemory)))
 
 
 # -- the streams of pieces -----------------------------------------------------------------
