@@ -738,11 +738,14 @@ def _options(args: argparse.Namespace) -> DecodeOptions:
     from cstrace.protocols import DecodeOptions
 
     overrides: dict[str, dict[str, int]] = {}
-    if args.etmcr is not None:
-        overrides["etmv1"] = {"ETMCR": args.etmcr}
-        overrides["etmv2"] = {"ETMCR": args.etmcr}
-    if args.start_pc is not None:
-        overrides["xscale"] = {"START_PC": args.start_pc}
+    given = {o: getattr(args, o) for o in ("etmcr", "start_pc") if getattr(args, o) is not None}
+    if given:
+        from cstrace.protocols import all_protocols
+
+        for spec in all_protocols():
+            for option, register in spec.option_registers:
+                if option in given:
+                    overrides.setdefault(spec.name, {})[register] = given[option]
     before = args.before_sync or ("wait" if args.format == "ocsd" else "decode")
     return DecodeOptions(
         src_addr_n=args.src_addr_n, overrides=overrides, decode_before_sync=before == "decode"

@@ -227,6 +227,14 @@ class ProtocolSpec:
     overflow_packets: bool = False
     """Whether an overflow is a packet (counted through ``loss_packets``); otherwise the
     loss report counts the decoder's ``TRACE_ON`` (overflow) elements."""
+    reference_decoder: str = ""
+    """The name the reference decoder (OpenCSD) of the protocol has in its log
+    (``DCD_ETMV4``), which also tells the OpenCSD listing which decoder's wording its
+    diagnostics take; empty: ``DCD_`` and the upper-case name."""
+    option_registers: tuple[tuple[str, str], ...] = ()
+    """Registers a command-line option sets for every source of the protocol: (option,
+    register), the option named as in :class:`argparse.Namespace` (``("etmcr", "ETMCR")``:
+    ``--etmcr`` replaces the ETMCR of the sources; see ``DecodeOptions.overrides``)."""
     reader_stops: tuple[tuple[type, str], ...] = ()
     """Packet classes after which the reader may stop reading while it waits for
     synchronisation (ITM and STM, as the reference does), each with the words the loss

@@ -32,4 +32,5 @@ PROTOCOL = ProtocolSpec(
     raw_source_type="ETE",
     loss_packets=_ETMV4.loss_packets,
     overflow_packets=True,
+    reference_decoder="DCD_ETMV4",
 )

@@ -43,4 +43,5 @@ PROTOCOL = ProtocolSpec(
         (_p.BadSequence, "bad", "BAD_SEQUENCE"),
         (_p.BadTraceMode, "bad", "BAD_TRACEMODE"),
     ),
+    reference_decoder="DCD_ETMV3",
 )

@@ -86,4 +86,5 @@ PROTOCOL = ProtocolSpec(
     raw_source_type="ETM4",
     loss_packets=LOSS_PACKETS,
     overflow_packets=True,
+    reference_decoder="DCD_ETMV4",
 )

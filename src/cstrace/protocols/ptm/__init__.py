@@ -31,4 +31,5 @@ PROTOCOL = ProtocolSpec(
         (_p.BadSequence, "bad", "BAD_SEQUENCE"),
         (_p.IncompleteEOT, "truncated", "INCOMPLETE_EOT"),
     ),
+    reference_decoder="DCD_PTM",
 )
