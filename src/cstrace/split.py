@@ -49,7 +49,7 @@ Element offsets are capture indices, the same in every piece.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -525,16 +525,17 @@ class PieceSpec(ProtocolSpec):
 
 
 def _with_piece(run: SourceRun, piece: Piece) -> SourceRun:
-    spec = PieceSpec(
-        run.protocol.name,
-        run.protocol.from_registers,
-        piece.iter_packets,
-        piece.iter_elements,
-        run.protocol.uses_memory,
-        run.protocol.with_options,
+    # the protocol's traits (what the loss report counts...) with the piece's functions
+    traits = {f.name: getattr(run.protocol, f.name) for f in fields(ProtocolSpec)}
+    traits.update(
+        iter_packets=piece.iter_packets,
+        iter_elements=piece.iter_elements,
         iter_rows=piece.iter_rows,
-        piece=piece,
+        iter_row_packets=None,
+        iter_stream_rows=None,
+        idle_zeros=None,
     )
+    spec = PieceSpec(**traits, piece=piece)
     cuts = piece.plan.cuts
     stream = (
         run.stream if piece.start == 0 else WindowStream(run.stream, cuts[piece.start - 1].offset)
