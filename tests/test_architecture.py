@@ -12,7 +12,10 @@ Rules (``../shared/DESIGN.md`` §2):
 - ``protocols/``, ``memory/``, ``capture/`` and ``isa/`` import nothing from
   the input adapters (``cstrace.inputs``) and nothing from the layers above
   them (``decode``, ``api``, ``cli``, ``render``);
-- nothing below the CLI imports the CLI, and the library never prints.
+- nothing below the CLI imports the CLI, and the library never prints;
+- nothing outside ``protocols/`` names a protocol: code there asks the
+  protocol's ``ProtocolSpec`` (software trace? splittable? which packets does
+  the loss report count?) instead of comparing its name with a string.
 """
 
 from __future__ import annotations
@@ -154,3 +157,122 @@ def test_only_the_cli_prints() -> None:
             ):
                 offenders.append(f"{name}:{node.lineno}")
     assert not offenders, offenders
+
+
+# -- protocols are named only in protocols/ ------------------------------------------------
+
+# Modules outside protocols/ still allowed to write protocol names or aliases as strings,
+# each with the spellings it writes and why. The test also fails when an entry is no
+# longer needed, so the list only shrinks.
+NAMED_OUTSIDE: dict[str, tuple[frozenset[str], str]] = {
+    "cstrace.analyses.profile": (
+        frozenset({"etmv3", "etmv4", "ptm"}),
+        "perf's cs-etm decoder makes branch samples differently for ETMv3/PTM and ETMv4 "
+        "packets, which the perf-like samples copy; TODO issue 29: a ProtocolSpec trait",
+    ),
+    "cstrace.inputs.detect": (
+        frozenset({"ETMv3", "ITM", "etm3", "etm4", "itm", "ptm", "stm"}),
+        "stream detection has its own families ('etm4' is ETMv4 or ETE) and their "
+        "display names; TODO issue 29: a detection hook per protocol folder",
+    ),
+    "cstrace.inputs.infer": (
+        frozenset(
+            {"ETE", "ETM3", "ETM4", "ETMv3", "ETMv4", "PTM"}
+            | {"ete", "etm3", "etm4", "etmv3", "etmv4", "ptm"}
+        ),
+        "configuration inference per detection family and source type; TODO issue 29: "
+        "driven by each protocol's field table and settings",
+    ),
+    "cstrace.inputs.metadata": (
+        frozenset(
+            {"ETE", "ETM3", "ETM4", "ITM", "PFT", "PFT1", "PTM", "PTM1", "STM"}
+            | {"ete", "etm3", "etm4", "itm", "ptm", "stm"}
+        ),
+        "source-type spellings of metadata files, trace-ID registers and metadata items "
+        "per family; TODO issue 29: the trace-ID register and metadata items as "
+        "ProtocolSpec fields (DESIGN.md 2)",
+    ),
+    "cstrace.inputs.perfdata.adapter": (
+        frozenset({"ete", "etmv4"}),
+        "perf's context-ID mode (thread IDs for ETMv4/ETE); TODO issue 29: a spec trait",
+    ),
+    "cstrace.inputs.perfdata.csetm": (
+        frozenset({"ETE", "ETMv4", "ete", "etmv3", "etmv4", "ptm"}),
+        "perf.data's CS_ETM magic numbers name the trace unit, and its register sets "
+        "differ per magic; TODO issue 29: the register sets from the field tables",
+    ),
+    "cstrace.inputs.platform": (
+        frozenset({"ETE", "ETM3", "ETM4", "PTM"}),
+        "which trace-unit architecture can trace which cores (by source type); "
+        "TODO issue 29: a ProtocolSpec trait",
+    ),
+    "cstrace.inputs.raw": (
+        frozenset({"ETM4", "ITM", "STM", "ete", "etm3", "etm4", "itm", "ptm", "stm"}),
+        "detection families to source types and the families inference can complete; "
+        "TODO issue 29: with detection and inference (see those entries)",
+    ),
+}
+
+
+def protocol_words() -> set[str]:
+    """Every spelling of a protocol, lower case: names, aliases and source-type prefixes."""
+    from cstrace.protocols import MODULES, all_protocols
+
+    words = {w.lower() for w in MODULES}
+    for spec in all_protocols():
+        words.add(spec.name)
+        words.update(spec.aliases)
+    return words
+
+
+def named_protocols(tree: ast.AST, words: set[str]) -> set[str]:
+    """The string constants of ``tree`` that spell a protocol (any case), documentation
+    (a string standing alone as a statement) aside."""
+    docs = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docs
+        and node.value.strip().lower() in words
+    }
+
+
+def test_protocol_names_are_found_in_code() -> None:
+    code = '''"""The ptm module."""
+KINDS = ("stm", "itm")
+def f(p):
+    """For etmv4."""
+    return p.name == "ETM4" or p in {"pft": 1} or f"{p} is not ptm"
+'''
+    assert named_protocols(ast.parse(code), protocol_words()) == {"stm", "itm", "ETM4", "pft"}
+
+
+def test_nothing_outside_protocols_names_a_protocol() -> None:
+    words = protocol_words()
+    found = {}
+    for name, path in modules().items():
+        if under(name, ("cstrace.protocols",)):
+            continue
+        named = named_protocols(ast.parse(path.read_text(), str(path)), words)
+        if named:
+            found[name] = named
+    unexpected = {
+        name: sorted(named - NAMED_OUTSIDE.get(name, (frozenset(), ""))[0])
+        for name, named in found.items()
+    }
+    unexpected = {name: named for name, named in unexpected.items() if named}
+    assert not unexpected, (
+        f"protocol names written outside protocols/ (ask the ProtocolSpec instead): {unexpected}"
+    )
+    stale = {
+        name: sorted(allowed - found.get(name, set()))
+        for name, (allowed, _) in NAMED_OUTSIDE.items()
+    }
+    stale = {name: named for name, named in stale.items() if named}
+    assert not stale, f"no longer written there, take them off NAMED_OUTSIDE: {stale}"

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from cstrace.inputs import SymbolPaths
     from cstrace.parallel import ParallelDecode, RunWork
     from cstrace.parquet import ParquetSink
-    from cstrace.protocols import DecodeOptions
+    from cstrace.protocols import DecodeOptions, ProtocolSpec
     from cstrace.split import SplitPlan
     from cstrace.trace import Buffer, Trace
 
@@ -738,11 +738,14 @@ def _options(args: argparse.Namespace) -> DecodeOptions:
     from cstrace.protocols import DecodeOptions
 
     overrides: dict[str, dict[str, int]] = {}
-    if args.etmcr is not None:
-        overrides["etmv1"] = {"ETMCR": args.etmcr}
-        overrides["etmv2"] = {"ETMCR": args.etmcr}
-    if args.start_pc is not None:
-        overrides["xscale"] = {"START_PC": args.start_pc}
+    given = {o: getattr(args, o) for o in ("etmcr", "start_pc") if getattr(args, o) is not None}
+    if given:
+        from cstrace.protocols import all_protocols
+
+        for spec in all_protocols():
+            for option, register in spec.option_registers:
+                if option in given:
+                    overrides.setdefault(spec.name, {})[register] = given[option]
     before = args.before_sync or ("wait" if args.format == "ocsd" else "decode")
     return DecodeOptions(
         src_addr_n=args.src_addr_n, overrides=overrides, decode_before_sync=before == "decode"
@@ -768,7 +771,7 @@ def _run_lines(
         yield f"ID:{run.packet_id:x}\tEND OF TRACE DATA"
     elif args.format == "jsonl":
         name = run.buffer.name
-        if _strings(args, run.protocol.name):
+        if _strings(args, run.protocol):
             yield from _message_lines(run.elements(), tid, tracker, name)
         elif tracker is None:
             for elem in run.elements():
@@ -779,7 +782,7 @@ def _run_lines(
                 yield json_line(tid, elem, name, update(elem))
     else:
         yield f"# source {run.source.name} ({run.protocol.name}), trace ID {tid:#x}"
-        if _strings(args, run.protocol.name):
+        if _strings(args, run.protocol):
             yield HEADER if tracker is None else HEADER_CONTEXT
             yield from _message_lines(run.elements(), tid, tracker)
         elif tracker is None:
@@ -1209,12 +1212,9 @@ def _lines(
         yield json.dumps({"summary": counter.report().to_dict()}, separators=(",", ":"))
 
 
-_SOFTWARE_TRACE = ("stm", "itm", "dcc")
-
-
-def _strings(args: argparse.Namespace, protocol: str) -> bool:
+def _strings(args: argparse.Namespace, protocol: ProtocolSpec) -> bool:
     """Whether a source's byte writes that spell text are shown as strings."""
-    return protocol in _SOFTWARE_TRACE and not getattr(args, "no_strings", False)
+    return protocol.software_trace and not getattr(args, "no_strings", False)
 
 
 def _message_lines(

@@ -49,7 +49,7 @@ Element offsets are capture indices, the same in every piece.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -63,7 +63,6 @@ from cstrace.protocols import DecodeContext, Packet, ProtocolSpec
 from cstrace.rows import expand
 
 __all__ = [
-    "SPLIT_PROTOCOLS",
     "Cut",
     "Piece",
     "PieceSpec",
@@ -76,9 +75,6 @@ __all__ = [
     "plan_split",
     "splittable",
 ]
-
-SPLIT_PROTOCOLS = frozenset(("etmv4", "ete"))
-"""Protocols whose streams can be cut at synchronisation points."""
 
 A_SYNC = b"\x00" * 11 + b"\x80"
 """An ETMv4/ETE alignment synchronisation packet."""
@@ -119,9 +115,7 @@ class SplitPlan:
 def splittable(run: SourceRun) -> bool:
     """Whether ``run`` can be cut: its protocol supports it, its code memory has no state."""
     memory = run.context.memory
-    return run.protocol.name in SPLIT_PROTOCOLS and (
-        memory is None or isinstance(memory, (MemoryMap, NoMemory))
-    )
+    return run.protocol.splittable and (memory is None or isinstance(memory, (MemoryMap, NoMemory)))
 
 
 # -- the streams of pieces -----------------------------------------------------------------
@@ -531,16 +525,17 @@ class PieceSpec(ProtocolSpec):
 
 
 def _with_piece(run: SourceRun, piece: Piece) -> SourceRun:
-    spec = PieceSpec(
-        run.protocol.name,
-        run.protocol.from_registers,
-        piece.iter_packets,
-        piece.iter_elements,
-        run.protocol.uses_memory,
-        run.protocol.with_options,
+    # the protocol's traits (what the loss report counts...) with the piece's functions
+    traits = {f.name: getattr(run.protocol, f.name) for f in fields(ProtocolSpec)}
+    traits.update(
+        iter_packets=piece.iter_packets,
+        iter_elements=piece.iter_elements,
         iter_rows=piece.iter_rows,
-        piece=piece,
+        iter_row_packets=None,
+        iter_stream_rows=None,
+        idle_zeros=None,
     )
+    spec = PieceSpec(**traits, piece=piece)
     cuts = piece.plan.cuts
     stream = (
         run.stream if piece.start == 0 else WindowStream(run.stream, cuts[piece.start - 1].offset)

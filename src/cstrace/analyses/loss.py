@@ -42,7 +42,6 @@ are made: decode a watched run once.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -65,7 +64,7 @@ from cstrace.elements import (
     UnsyncReason,
 )
 from cstrace.errors import DiagKind, Issue
-from cstrace.protocols import DecodeOptions, Packet
+from cstrace.protocols import DecodeOptions, Packet, ProtocolSpec
 from cstrace.rows import scan
 from cstrace.tally import PacketCount, counted
 from cstrace.trace import Trace
@@ -392,86 +391,13 @@ class _List:
         return Occurrences(self.count, tuple(self.first))
 
 
-# Packets that matter, per protocol module: class name -> (handler, label). The handler
-# names are methods of _Tally; tests/unit/test_loss.py checks that every class exists.
-PACKET_KINDS: dict[str, dict[str, tuple[str, str]]] = {
-    "etmv4": {
-        "NotSync": ("unsynced", ""),
-        "Async": ("sync", ""),
-        "Overflow": ("overflow", "OVERFLOW"),
-        "BadPacket": ("bad_etmv4", ""),
-        "AtomRun": ("grouped", ""),
-    },
-    "ptm": {
-        "NotSync": ("unsynced_ptm", ""),
-        "ASync": ("sync", ""),
-        "Reserved": ("bad", "RESERVED"),
-        "BadSequence": ("bad", "BAD_SEQUENCE"),
-        "IncompleteEOT": ("truncated", "INCOMPLETE_EOT"),
-    },
-    "etmv3": {
-        "NotSync": ("unsynced", ""),
-        "ASync": ("sync", ""),
-        "Reserved": ("bad", "RESERVED"),
-        "BadSequence": ("bad", "BAD_SEQUENCE"),
-        "BadTraceMode": ("bad", "BAD_TRACEMODE"),
-    },
-    "stm": {
-        "NotSync": ("unsynced", ""),
-        "Unsynced": ("unsynced", ""),
-        "Async": ("sync", ""),
-        "MErr": ("overflow", "MERR"),
-        "GErr": ("overflow", "GERR"),
-        "Reserved": ("bad", "RESERVED"),
-        "BadSequence": ("bad", "BAD_SEQUENCE"),
-        "IncompleteEot": ("truncated", "INCOMPLETE_EOT"),
-    },
-    "itm": {
-        "NotSync": ("unsynced", ""),
-        "Unsynced": ("unsynced", ""),
-        "Async": ("sync", ""),
-        "Overflow": ("overflow", "OVERFLOW"),
-        "Reserved": ("bad", "RESERVED"),
-        "BadSequence": ("bad", "BAD_SEQUENCE"),
-        "IncompleteEot": ("truncated", "INCOMPLETE_EOT"),
-    },
-    "dcc": {"UnknownWord": ("bad", "UNKNOWN_WORD")},
-}
-"""The packet classes counted, per protocol (the module their classes live in)."""
-
-PACKET_MODULES: dict[str, str] = {
-    "etmv4": "cstrace.protocols.etmv4.packets",
-    "ete": "cstrace.protocols.etmv4.packets",
-    "ptm": "cstrace.protocols.ptm.packets",
-    "etmv3": "cstrace.protocols.etmv3.packets",
-    "stm": "cstrace.protocols.stm.packets",
-    "itm": "cstrace.protocols.itm.packets",
-    "dcc": "cstrace.protocols.dcc.protocol",
-}
-"""Where each protocol's packet classes are."""
-
-OVERFLOW_PACKETS = frozenset(("etmv4", "ete", "itm", "stm"))
-"""Protocols whose overflows are packets; for the others, ``TRACE_ON`` (overflow) elements."""
-
 _BAD_DIAGNOSTICS = frozenset((DiagKind.BAD_PACKET, DiagKind.BAD_SEQUENCE))
 _START_REASONS = frozenset((UnsyncReason.INIT_DECODER, UnsyncReason.RESET_DECODER))
 
-_kinds_cache: dict[str, dict[type, tuple[str, str]]] = {}
 
-
-def _packet_kinds(protocol: str) -> dict[type, tuple[str, str]]:
-    """The counted packet classes of ``protocol``: class -> (handler, label)."""
-    found = _kinds_cache.get(protocol)
-    if found is None:
-        found = {}
-        module_name = PACKET_MODULES.get(protocol)
-        if module_name is not None:
-            module = importlib.import_module(module_name)
-            table = PACKET_KINDS[module_name.split(".")[2]]
-            for name, entry in table.items():
-                found[getattr(module, name)] = entry
-        _kinds_cache[protocol] = found
-    return found
+def _packet_kinds(protocol: ProtocolSpec) -> dict[type, tuple[str, str]]:
+    """The packet classes ``protocol`` has the loss report count: class -> (category, label)."""
+    return {cls: (category, label) for cls, category, label in protocol.loss_packets}
 
 
 def _add_hits(table: dict[int, list[int]], address: int, n: int, offset: int, space: int) -> None:
@@ -529,14 +455,13 @@ class _Tally:
 
         methods: dict[str, Callable[[Packet, str], None]] = {
             "unsynced": self._unsynced,
-            "unsynced_ptm": self._unsynced_ptm,
             "sync": self._sync,
             "overflow": self._overflow,
             "bad": self._bad_packet,
-            "bad_etmv4": self._bad_etmv4,
+            "bad_kind": self._bad_kind,
             "truncated": self._truncated,
         }
-        kinds = _packet_kinds(run.protocol.name)
+        kinds = _packet_kinds(run.protocol)
         self.grouped_types = frozenset(c for c, (h, _) in kinds.items() if h == "grouped")
         """Packet classes that stand for ``len(raw)`` packets."""
         self.packet_handlers: dict[type, Callable[[Packet], None]] = {
@@ -553,16 +478,13 @@ class _Tally:
             Diagnostic: self._diagnostic,
             Unknown: self._unknown,
         }
-        if run.protocol.name not in OVERFLOW_PACKETS:
+        if not run.protocol.overflow_packets:
             handlers[TraceOn] = self._trace_on
         self.element_handlers = handlers
 
     # packets
     def _unsynced(self, p: Packet, label: str) -> None:
-        self.unsynced += len(p.raw)
-
-    def _unsynced_ptm(self, p: Packet, label: str) -> None:
-        # zeros carried from one block to the next are reported twice
+        # PTM: zeros carried from one block to the next are reported twice
         if not getattr(p, "carried", False):
             self.unsynced += len(p.raw)
 
@@ -580,7 +502,7 @@ class _Tally:
     def _bad_packet(self, p: Packet, label: str) -> None:
         self._bad(p.offset, label)
 
-    def _bad_etmv4(self, p: Packet, label: str) -> None:
+    def _bad_kind(self, p: Packet, label: str) -> None:
         kind = getattr(p, "kind", None)
         name = getattr(kind, "name", "BAD_PACKET")
         if name == "INCOMPLETE_EOT":
@@ -713,8 +635,8 @@ class _Tally:
         the bytes it did not read, after that packet."""
         blocks, self.stream_blocks = self.stream_blocks, None
         last = self.last_packet[-1] if self.last_packet else None
-        stops = _STOPS.get(self.run.protocol.name, {})
-        if blocks is None or last is None or type(last).__name__ not in stops:
+        stops = dict(self.run.protocol.reader_stops)
+        if blocks is None or last is None or type(last) not in stops:
             return
         if not self.reader_done or self.stopped_at is not None:
             return
@@ -731,7 +653,7 @@ class _Tally:
         left += drained + self._idle() - idle
         if left:
             self.stopped_at = last.offset
-            self.stopped_why = f"reading stops after a {stops[type(last).__name__]}"
+            self.stopped_why = f"reading stops after a {stops[type(last)]}"
             self.undecoded_bytes += left
 
     def _idle(self) -> int:
@@ -756,8 +678,8 @@ class _Tally:
             bytes=self.bytes + idle,
             packets=self.packets,
             elements=self.elements,
-            packet_level=run.protocol.name in PACKET_MODULES,
-            sync_packets=any(h == "sync" for h, _ in _packet_kinds(run.protocol.name).values()),
+            packet_level=bool(run.protocol.loss_packets),
+            sync_packets=any(c == "sync" for _, c, _ in run.protocol.loss_packets),
             syncs=self.syncs.freeze(),
             unsynced_bytes=self.unsynced,
             overflows=self.overflows.freeze(),
@@ -780,14 +702,6 @@ class _Tally:
             sync_wait_bytes=self.sync_wait_bytes,
             sync_waits=self.sync_wait.freeze(),
         )
-
-
-_STOPS: dict[str, dict[str, str]] = {
-    "itm": {"Reserved": "reserved header", "BadSequence": "bad packet sequence"},
-    "stm": {"Reserved": "reserved header", "BadSequence": "bad packet sequence"},
-}
-"""Per protocol, the packets after which its reader may stop reading (see
-:meth:`_Tally._count_unread`)."""
 
 
 def _position(block: Stream, offset: int) -> int | None:

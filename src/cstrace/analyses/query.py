@@ -56,8 +56,6 @@ __all__ = ["TABLES", "QueryResult", "build_tables", "connect", "parquet_tables",
 TABLES = ("elements", "element_types", "instructions", "functions", "messages")
 """The tables a query can name."""
 
-_SOFTWARE = ("stm", "itm", "dcc")
-
 
 def _modules() -> tuple[Any, Any]:
     try:
@@ -162,7 +160,7 @@ class _Builder:
             elements = batch.to_elements()
             if self.calls is not None:
                 self.calls.feed(tid, elements)
-            if "messages" in self.want and run.protocol.name in _SOFTWARE:
+            if "messages" in self.want and run.protocol.software_trace:
                 software.extend(elements)
             if walker is not None:
                 add = self.instr.add

@@ -37,7 +37,7 @@ from cstrace.inputs.metadata import (
 )
 from cstrace.memory.build import CodeMemories
 from cstrace.parsing import decode_text, parse_int
-from cstrace.protocols import protocol_name
+from cstrace.protocols import named_protocol, protocol_name
 from cstrace.trace import Buffer, Inferred, Origin, Source, Trace
 
 if TYPE_CHECKING:
@@ -75,17 +75,15 @@ class RawOptions:
         return self != RawOptions()
 
 
-_PROTOCOL_WORDS = {
-    "etmv4": "ETM4",
-    "etm4": "ETM4",
-    "ete": "ETE",
-    "ptm": "PTM1.1",
-    "pft": "PTM1.1",
-    "etmv3": "ETM3.5",
-    "etm3": "ETM3.5",
-    "stm": "STM",
-    "itm": "ITM",
-}
+def _source_type(word: str) -> str:
+    """The source type of a protocol as the user names it (``--protocol ID=etm4``): that
+    of the protocol with that name or alias, else the word itself (``ETM4.2``)."""
+    spec = named_protocol(word)
+    if spec is None or spec.raw_source_type is None:
+        return word
+    return spec.raw_source_type
+
+
 _FAMILY_FORMAT = {"etm4": "ETM4", "ptm": "PTM1.1", "etm3": "ETM3.5", "stm": "STM", "itm": "ITM"}
 
 
@@ -227,7 +225,7 @@ def open_raw(path: str | Path, raw: RawOptions, extras: Extras | None = None) ->
 
         for _, value in for_id("protocol"):
             word = value.strip()
-            items.append(Item("format", _PROTOCOL_WORDS.get(word.lower(), word), _CLI))
+            items.append(Item("format", _source_type(word), _CLI))
         if not any(i.key.strip().lower() == "format" for i in items):
             g = detected.get(None if single else tid)
             if g is None or g.family is None:

@@ -25,8 +25,10 @@ __all__ = [
     "Packet",
     "ProtocolConfig",
     "ProtocolSpec",
+    "all_protocols",
     "find_protocol",
     "get_protocol",
+    "named_protocol",
     "protocol_name",
 ]
 
@@ -66,6 +68,26 @@ def find_protocol(source_type: str) -> ProtocolSpec | None:
     if module is None:
         return None
     return _load(module)
+
+
+def all_protocols() -> list[ProtocolSpec]:
+    """Every protocol cstrace decodes, in the order of :data:`MODULES` (imports them all)."""
+    found = []
+    for module in dict.fromkeys(MODULES.values()):
+        spec = _load(module)
+        if spec is not None:
+            found.append(spec)
+    return found
+
+
+def named_protocol(word: str) -> ProtocolSpec | None:
+    """The protocol a user names ``word`` (its name or one of its ``aliases``, any case),
+    or None."""
+    word = word.strip().lower()
+    for spec in all_protocols():
+        if word == spec.name or word in spec.aliases:
+            return spec
+    return None
 
 
 def _load(module: str) -> ProtocolSpec | None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from cstrace.capture.stream import Stream
 from cstrace.elements import Element
@@ -41,6 +41,7 @@ from cstrace.tally import PacketCount
 __all__ = [
     "DecodeContext",
     "DecodeOptions",
+    "LossCategory",
     "Packet",
     "ProtocolConfig",
     "ProtocolSpec",
@@ -147,9 +148,38 @@ class DecodeContext:
     rebuild it)."""
 
 
+LossCategory = Literal["unsynced", "sync", "overflow", "bad", "bad_kind", "truncated", "grouped"]
+"""What a packet means to the loss report (:mod:`cstrace.analyses.loss`), named in each
+protocol's ``ProtocolSpec.loss_packets``:
+
+``unsynced``
+    bytes read while waiting for synchronisation (a packet flagged ``carried``, bytes
+    the reader reports again from the previous block, is not counted twice);
+``sync``
+    a synchronisation packet;
+``overflow``
+    the trace unit's buffer overflowed (the label names the packet);
+``bad``
+    a packet the reader could not make sense of (the label names the reason);
+``bad_kind``
+    the same, the reason being the ``kind`` of the packet (``INCOMPLETE_EOT`` counted
+    as ``truncated``);
+``truncated``
+    a packet cut short by the end of the trace;
+``grouped``
+    a packet that stands for ``len(raw)`` packets (counted, not otherwise handled).
+"""
+
+
 @dataclass(frozen=True)
 class ProtocolSpec:
-    """A trace protocol: its name and the functions of its pipeline."""
+    """A trace protocol: its name, its traits and the functions of its pipeline.
+
+    Code outside :mod:`cstrace.protocols` asks the spec about a protocol (is it
+    software trace? which packets does the loss report count?) rather than testing
+    its name: tests/test_architecture.py checks that no protocol name or alias is
+    written there.
+    """
 
     name: str
     from_registers: Callable[[Registers, str, str], Any]
@@ -177,3 +207,36 @@ class ProtocolSpec:
     (:mod:`cstrace.capture.idle`) for this configuration, and in multiples of how many
     bytes (the size of the pieces its reader cuts zeros into); 0 or None: never (a zero
     means something: the port formats of the classic ETMs)."""
+    software_trace: bool = False
+    """Software trace (messages written by a program: STM, ITM, DCC) rather than program
+    flow: the text outputs group its byte writes into strings, ``cstrace query`` makes
+    its ``messages`` table."""
+    aliases: tuple[str, ...] = ()
+    """Other lower-case spellings by which a user (``--protocol``) may name the protocol
+    besides ``name`` (``etm4`` for ``etmv4``, ``pft`` for ``ptm``)."""
+    raw_source_type: str | None = None
+    """The source type (``PTM1.1``) a source of a raw capture gets when the user names
+    the protocol with ``--protocol``; None when the protocol is not named that way."""
+    splittable: bool = False
+    """Whether a busy stream can be cut between synchronisation points and decoded in
+    pieces by several workers (:mod:`cstrace.split`)."""
+    loss_packets: tuple[tuple[type, LossCategory, str], ...] = ()
+    """The packet classes the loss report counts, each with its category (see
+    :data:`LossCategory`) and label. Empty: the report counts elements only, not
+    packets."""
+    overflow_packets: bool = False
+    """Whether an overflow is a packet (counted through ``loss_packets``); otherwise the
+    loss report counts the decoder's ``TRACE_ON`` (overflow) elements."""
+    reference_decoder: str = ""
+    """The name the reference decoder (OpenCSD) of the protocol has in its log
+    (``DCD_ETMV4``), which also tells the OpenCSD listing which decoder's wording its
+    diagnostics take; empty: ``DCD_`` and the upper-case name."""
+    option_registers: tuple[tuple[str, str], ...] = ()
+    """Registers a command-line option sets for every source of the protocol: (option,
+    register), the option named as in :class:`argparse.Namespace` (``("etmcr", "ETMCR")``:
+    ``--etmcr`` replaces the ETMCR of the sources; see ``DecodeOptions.overrides``)."""
+    reader_stops: tuple[tuple[type, str], ...] = ()
+    """Packet classes after which the reader may stop reading while it waits for
+    synchronisation (ITM and STM, as the reference does), each with the words the loss
+    report names it by ("reading stops after a reserved header"): the report counts the
+    bytes left unread after such a packet."""

@@ -51,4 +51,6 @@ PROTOCOL = ProtocolSpec(
     iter_packets=iter_packets,
     iter_elements=iter_elements,
     uses_memory=False,
+    software_trace=True,
+    loss_packets=((UnknownWord, "bad", "UNKNOWN_WORD"),),
 )

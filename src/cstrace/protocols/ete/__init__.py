@@ -28,4 +28,9 @@ PROTOCOL = ProtocolSpec(
     iter_row_packets=_ETMV4.iter_row_packets,
     iter_stream_rows=_ETMV4.iter_stream_rows,
     idle_zeros=idle_period(12),
+    splittable=True,
+    raw_source_type="ETE",
+    loss_packets=_ETMV4.loss_packets,
+    overflow_packets=True,
+    reference_decoder="DCD_ETMV4",
 )

@@ -23,4 +23,5 @@ PROTOCOL = ProtocolSpec(
     iter_packets=iter_packets,
     iter_elements=iter_elements,
     uses_memory=True,
+    option_registers=(("etmcr", "ETMCR"),),
 )

@@ -12,6 +12,7 @@ from typing import Any
 
 from cstrace.capture.stream import Stream
 from cstrace.protocols.base import ProtocolSpec
+from cstrace.protocols.etmv3 import packets as _p
 from cstrace.protocols.etmv3.config import Etmv3Config, from_registers
 from cstrace.protocols.etmv3.decoder import iter_elements
 from cstrace.protocols.etmv3.reader import iter_packets
@@ -33,4 +34,14 @@ PROTOCOL = ProtocolSpec(
     iter_elements=iter_elements,
     uses_memory=True,
     idle_zeros=_idle_zeros,
+    aliases=("etm3",),
+    raw_source_type="ETM3.5",
+    loss_packets=(
+        (_p.NotSync, "unsynced", ""),
+        (_p.ASync, "sync", ""),
+        (_p.Reserved, "bad", "RESERVED"),
+        (_p.BadSequence, "bad", "BAD_SEQUENCE"),
+        (_p.BadTraceMode, "bad", "BAD_TRACEMODE"),
+    ),
+    reference_decoder="DCD_ETMV3",
 )

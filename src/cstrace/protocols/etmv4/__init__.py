@@ -16,7 +16,14 @@ from collections.abc import Iterable, Iterator
 
 from cstrace.capture.stream import Stream
 from cstrace.elements import Element, EoTrace, NoSync, UnsyncReason
-from cstrace.protocols.base import DecodeContext, Packet, ProtocolSpec, idle_period
+from cstrace.protocols.base import (
+    DecodeContext,
+    LossCategory,
+    Packet,
+    ProtocolSpec,
+    idle_period,
+)
+from cstrace.protocols.etmv4 import packets as _p
 from cstrace.protocols.etmv4.config import Etmv4Config, from_registers
 from cstrace.protocols.etmv4.reader import iter_packets
 
@@ -55,6 +62,15 @@ def iter_row_packets(
     return iter_packets(stream, config, complete, group_atoms=True)
 
 
+LOSS_PACKETS: tuple[tuple[type, LossCategory, str], ...] = (
+    (_p.NotSync, "unsynced", ""),
+    (_p.Async, "sync", ""),
+    (_p.Overflow, "overflow", "OVERFLOW"),
+    (_p.BadPacket, "bad_kind", ""),
+    (_p.AtomRun, "grouped", ""),
+)
+"""The packets the loss report counts (ETE's too)."""
+
 PROTOCOL = ProtocolSpec(
     name="etmv4",
     from_registers=from_registers,
@@ -65,4 +81,10 @@ PROTOCOL = ProtocolSpec(
     iter_row_packets=iter_row_packets if iter_rows is not None else None,
     iter_stream_rows=iter_stream_rows,
     idle_zeros=idle_period(12),
+    splittable=True,
+    aliases=("etm4",),
+    raw_source_type="ETM4",
+    loss_packets=LOSS_PACKETS,
+    overflow_packets=True,
+    reference_decoder="DCD_ETMV4",
 )

@@ -10,6 +10,7 @@ configuration comes from the ITM trace control register (``ITMTCR``, or
 from __future__ import annotations
 
 from cstrace.protocols.base import ProtocolSpec, idle_period
+from cstrace.protocols.itm import packets as _p
 from cstrace.protocols.itm.config import ItmConfig, from_registers, with_options
 from cstrace.protocols.itm.decoder import iter_elements
 from cstrace.protocols.itm.reader import iter_packets
@@ -30,4 +31,20 @@ PROTOCOL = ProtocolSpec(
     iter_elements=iter_elements,
     with_options=with_options,
     idle_zeros=idle_period(8),
+    software_trace=True,
+    raw_source_type="ITM",
+    loss_packets=(
+        (_p.NotSync, "unsynced", ""),
+        (_p.Unsynced, "unsynced", ""),
+        (_p.Async, "sync", ""),
+        (_p.Overflow, "overflow", "OVERFLOW"),
+        (_p.Reserved, "bad", "RESERVED"),
+        (_p.BadSequence, "bad", "BAD_SEQUENCE"),
+        (_p.IncompleteEot, "truncated", "INCOMPLETE_EOT"),
+    ),
+    overflow_packets=True,
+    reader_stops=(
+        (_p.Reserved, "reserved header"),
+        (_p.BadSequence, "bad packet sequence"),
+    ),
 )

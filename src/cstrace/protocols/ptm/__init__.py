@@ -8,6 +8,7 @@ Reference: ARM IHI 0035B, Program Flow Trace Architecture Specification.
 from __future__ import annotations
 
 from cstrace.protocols.base import ProtocolSpec, idle_period
+from cstrace.protocols.ptm import packets as _p
 from cstrace.protocols.ptm.config import PtmConfig, from_registers
 from cstrace.protocols.ptm.decoder import iter_elements
 from cstrace.protocols.ptm.reader import iter_packets
@@ -21,4 +22,14 @@ PROTOCOL = ProtocolSpec(
     iter_elements=iter_elements,
     uses_memory=True,
     idle_zeros=idle_period(176),
+    aliases=("pft",),
+    raw_source_type="PTM1.1",
+    loss_packets=(
+        (_p.NotSync, "unsynced", ""),
+        (_p.ASync, "sync", ""),
+        (_p.Reserved, "bad", "RESERVED"),
+        (_p.BadSequence, "bad", "BAD_SEQUENCE"),
+        (_p.IncompleteEOT, "truncated", "INCOMPLETE_EOT"),
+    ),
+    reference_decoder="DCD_PTM",
 )

@@ -12,6 +12,7 @@ from typing import Any
 
 from cstrace.capture.stream import Stream
 from cstrace.protocols.base import ProtocolSpec
+from cstrace.protocols.stm import packets as _p
 from cstrace.protocols.stm.config import StmConfig, from_registers, with_options
 from cstrace.protocols.stm.decoder import iter_elements
 from cstrace.protocols.stm.reader import iter_packets
@@ -40,4 +41,21 @@ PROTOCOL = ProtocolSpec(
     iter_elements=iter_elements,
     with_options=with_options,
     idle_zeros=_idle_zeros,
+    software_trace=True,
+    raw_source_type="STM",
+    loss_packets=(
+        (_p.NotSync, "unsynced", ""),
+        (_p.Unsynced, "unsynced", ""),
+        (_p.Async, "sync", ""),
+        (_p.MErr, "overflow", "MERR"),
+        (_p.GErr, "overflow", "GERR"),
+        (_p.Reserved, "bad", "RESERVED"),
+        (_p.BadSequence, "bad", "BAD_SEQUENCE"),
+        (_p.IncompleteEot, "truncated", "INCOMPLETE_EOT"),
+    ),
+    overflow_packets=True,
+    reader_stops=(
+        (_p.Reserved, "reserved header"),
+        (_p.BadSequence, "bad packet sequence"),
+    ),
 )

@@ -21,4 +21,5 @@ PROTOCOL = ProtocolSpec(
     iter_packets=iter_packets,
     iter_elements=iter_elements,
     uses_memory=True,
+    option_registers=(("start_pc", "START_PC"),),
 )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from cstrace.elements import Diagnostic
 from cstrace.errors import DiagCode, DiagKind
+from cstrace.protocols import get_protocol
 from cstrace.protocols.etmv4.packets import PacketType as Etmv4Packet
 from cstrace.protocols.ptm.packets import PtmPacketType
 
@@ -44,8 +45,9 @@ _CODES: dict[DiagCode, tuple[str, str]] = {
     ),
 }
 
-# Decoder names in the log, by protocol.
-_PREFIX = {"etmv4": "DCD_ETMV4", "ete": "DCD_ETMV4", "ptm": "DCD_PTM", "etmv3": "DCD_ETMV3"}
+# Reference decoders whose diagnostics are worded apart (ProtocolSpec.reference_decoder).
+_PTM = "DCD_PTM"
+_ETMV3 = "DCD_ETMV3"
 
 _ETMV4_BAD = {
     int(Etmv4Packet.BAD_SEQUENCE): "Bad byte sequence in packet.",
@@ -58,8 +60,9 @@ _PTM_PACKET = {
 }
 
 
-def _reason(protocol: str, diag: Diagnostic) -> str:
-    """The reference's explanation after the error class, per protocol."""
+def _reason(decoder: str, diag: Diagnostic) -> str:
+    """The reference's explanation after the error class, as the reference ``decoder``
+    (``DCD_PTM``...) words it."""
     kind = diag.kind
     if kind == DiagKind.COMMIT_SHORT:
         return "Not enough elements to commit"
@@ -68,7 +71,7 @@ def _reason(protocol: str, diag: Diagnostic) -> str:
     if kind == DiagKind.MISPREDICT_NO_ATOM:
         return "Not found mispredict atom"
     if kind == DiagKind.RETURN_STACK_OVERFLOW:
-        if protocol == "ptm":
+        if decoder == _PTM:
             return "Return stack error processing atom packet."
         return "Trace Return Stack Overflow."
     if kind == DiagKind.EXCEPTION_NO_ADDRESS:
@@ -79,15 +82,15 @@ def _reason(protocol: str, diag: Diagnostic) -> str:
         what = _PTM_PACKET.get(diag.detail, "atom")
         return f"Warning: unsupported instruction set processing {what} packet."
     if kind == DiagKind.DATA_TRACE:
-        if protocol == "etmv3":
+        if decoder == _ETMV3:
             return "Invalid packet type : Data Tracing decode not supported."
         return "Data trace related, unsupported packet type."
     if kind == DiagKind.BAD_PACKET:
-        if protocol == "etmv3":
+        if decoder == _ETMV3:
             return "Reserved or unknown packet ID."
         return _ETMV4_BAD.get(diag.detail, "Unknown packet type.")
     if kind == DiagKind.BAD_SEQUENCE:
-        if protocol == "etmv3":
+        if decoder == _ETMV3:
             return "Bad Packet sequence."
         return _ETMV4_BAD.get(diag.detail, "Unknown packet type.")
     if kind == DiagKind.NO_CONFIG:
@@ -111,9 +114,12 @@ def diagnostic_text(protocol: str, diag: Diagnostic) -> str:
     """The reference's log line for ``diag`` from a source of ``protocol`` (``etmv4``...)."""
     tid = diag.trace_id
     name, text = _CODES.get(diag.code, (f"OCSD_ERR_{diag.code.name}", diag.code.name))
-    head = f"{_PREFIX.get(protocol, 'DCD_' + protocol.upper())}_{tid:04d} : "
+    spec = get_protocol(protocol)
+    decoder = spec.reference_decoder if spec is not None else ""
+    decoder = decoder or "DCD_" + protocol.upper()
+    head = f"{decoder}_{tid:04d} : "
     head += f"0x{int(diag.code):04x} ({name}) [{text}]; "
     if diag.kind == DiagKind.NO_CONFIG:
         # Logged before any packet is decoded: no index, no trace ID.
-        return head + _reason(protocol, diag)
-    return f"{head}TrcIdx={diag.offset}; CS ID={tid:02x}; {_reason(protocol, diag)}"
+        return head + _reason(decoder, diag)
+    return f"{head}TrcIdx={diag.offset}; CS ID={tid:02x}; {_reason(decoder, diag)}"
