@@ -253,3 +253,31 @@ def test_random_bytes_do_not_raise(seed: int) -> None:
     stream = Stream.from_chunks(0x21, [(16 * i, data[i : i + 15]) for i in range(0, len(data), 15)])
     pkts = list(iter_packets(stream, RECOVER, rng.randrange(2) == 0))
     decode(pkts)
+
+
+def test_a_long_run_of_zero_bytes_is_measured_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """64 Ki zero bytes not followed by 0x80 (found by the fuzz campaign: 16 s of CPU to
+    detect the protocol of a 66 KB input): each zero byte is tried as a packet start, and
+    the run is measured once, not once per byte."""
+    import re
+
+    from cstrace.protocols import unsynced
+    from cstrace.protocols.itm import boundary
+
+    calls = 0
+    real = re.compile(b"[^\x00]")
+
+    class Counting:
+        def search(self, data: bytes, pos: int) -> re.Match[bytes] | None:
+            nonlocal calls
+            calls += 1
+            return real.search(data, pos)
+
+    monkeypatch.setattr(boundary, "_ZEROS_END", unsynced.RunEnd(Counting()))  # type: ignore[arg-type]
+    data = bytes(20_000) + b"\x01\x41" + bytes(10) + b"\x80"
+    ends = [boundary.packet_end(data, p) for p in range(0, 19_990, 7)]
+    assert all(e < 0 for e in ends)  # zeros ended by 0x01: no synchronisation packet
+    assert calls <= 2
+    assert boundary.packet_end(data, 20_002) == len(data)  # a real one after: still read
+    boundary.scan(data)
+    assert calls < 100

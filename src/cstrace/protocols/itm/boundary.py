@@ -47,7 +47,7 @@ SPAN = 7
 HORIZON = 2048
 """Bytes after the decode start within which the readings of its first bytes must meet."""
 
-_NONZERO = re.compile(b"[^\x00]")
+_ZEROS_END = unsynced.RunEnd(re.compile(b"[^\x00]"))
 
 # Longest packet (header included) of the packets with continuation bytes, by header.
 _CONTINUED = {0x94: 5, 0xB4: 7}
@@ -73,10 +73,9 @@ def packet_end(data: bytes, p: int) -> int:
         end = p + 1 + size
         return end if end <= n else n + 1
     if h == 0:  # synchronisation: at least five zero bytes, then 0x80
-        found = _NONZERO.search(data, p + 1)  # (a long run of zeros at memory speed)
-        if found is None:
+        i = _ZEROS_END(data, p + 1)  # (a long run of zeros measured once)
+        if i >= n:
             return n + 1
-        i = found.start()
         return i + 1 if data[i] == 0x80 and i - p >= 5 else INVALID
     if h == 0x70:  # overflow
         return p + 1

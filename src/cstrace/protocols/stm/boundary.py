@@ -59,35 +59,8 @@ _ROW1 = dict(zip(_DIGITS, TABLE_1N, strict=True))
 _ROW2 = dict(zip(_DIGITS, TABLE_2N, strict=True))
 _ROW3 = dict(zip(_DIGITS, TABLE_3N, strict=True))
 _TSLEN = dict(zip(_DIGITS, TS_NIBBLES, strict=True))
-_F_RUN = re.compile("f*")
+_F_RUN_END = unsynced.RunEnd(re.compile("[^f]"))
 _ASYNC_END = "f" * 21 + "0"
-
-
-class _LastRun:
-    """The last run of ``f`` nibbles measured. Every nibble of a run has the same end, so a
-    search that tries each nibble of a long run as a packet start measures the run once, not
-    once per nibble (which made a run of 64 Ki ``ff`` bytes take half a minute)."""
-
-    __slots__ = ("data", "end", "start")
-
-    def __init__(self) -> None:
-        self.data = ""
-        self.start = 0
-        self.end = 0
-
-
-_last_run = _LastRun()
-
-
-def _f_run_end(hx: str, k: int) -> int:
-    """The end of the run of ``f`` nibbles that ``hx[k]`` is in (from ``k`` on)."""
-    last = _last_run
-    if last.data is hx and last.start <= k < last.end:
-        return last.end
-    m = _F_RUN.match(hx, k)
-    end = m.end() if m else k
-    last.data, last.start, last.end = hx, k, end
-    return end
 
 
 def packet_end(hx: str, k: int) -> int:
@@ -128,7 +101,7 @@ def packet_end(hx: str, k: int) -> int:
             return n + 1
         return k + 4 if hx[k + 3] in "34" else INVALID
     if action == ACT_ASYNC:
-        i = _f_run_end(hx, k)
+        i = _F_RUN_END(hx, k)
         if i >= n:
             return n + 1
         return i + 1 if hx[i] == "0" and i - k >= 21 else INVALID
