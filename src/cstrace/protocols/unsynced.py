@@ -27,6 +27,7 @@ The protocol modules (:mod:`cstrace.protocols.itm.boundary`,
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Callable
 from typing import AnyStr, Generic, TypeVar
 
@@ -45,28 +46,37 @@ does."""
 
 
 class RunEnd(Generic[AnyStr]):
-    """Where a run of one repeated unit ends (ITM's zero bytes, STM's ``f`` nibbles), measured
-    once per run: the searches try every unit as a packet start, and each unit of a run
-    would otherwise measure the rest of the run again (64 Ki zero bytes: 30 s of CPU)."""
+    """Where a run of one repeated unit ends (ITM's zero bytes, STM's ``f`` nibbles), at the
+    cost of one pass over the data: the searches try every unit as a packet start, and
+    each unit of a run would otherwise measure the rest of the run again (64 Ki zero bytes:
+    30 s of CPU). Runs of at least ``minimum`` units are found once per data (a regular
+    expression's pass); a shorter run is measured where it is, at most ``minimum`` units."""
 
-    __slots__ = ("_data", "_end", "_other", "_start")
+    __slots__ = ("_data", "_ends", "_long", "_minimum", "_other", "_starts")
 
-    def __init__(self, other: re.Pattern[AnyStr]) -> None:
-        """``other``: a pattern matching one unit that is not the run's."""
+    def __init__(self, long: re.Pattern[AnyStr], other: re.Pattern[AnyStr], minimum: int) -> None:
+        """``long``: a pattern matching ``minimum`` or more units of the run; ``other``: one
+        unit that is not the run's."""
+        self._long: re.Pattern[AnyStr] = long
         self._other: re.Pattern[AnyStr] = other
+        self._minimum = minimum
         self._data: AnyStr | None = None
-        self._start = 0
-        self._end = 0
+        self._starts: list[int] = []
+        self._ends: list[int] = []
 
     def __call__(self, data: AnyStr, k: int) -> int:
         """The first position at or after ``k`` whose unit is not the run's (``len(data)``
         when the run reaches the end)."""
-        if self._data is data and self._start <= k < self._end:
-            return self._end
-        found = self._other.search(data, k)
-        end = found.start() if found is not None else len(data)
-        self._data, self._start, self._end = data, k, end
-        return end
+        if self._data is not data:
+            runs = [m.span() for m in self._long.finditer(data)]
+            self._starts = [start for start, _ in runs]
+            self._ends = [end for _, end in runs]
+            self._data = data
+        i = bisect_right(self._starts, k) - 1
+        if i >= 0 and k < self._ends[i]:
+            return self._ends[i]
+        found = self._other.search(data, k, k + self._minimum)
+        return found.start() if found is not None else len(data)
 
 
 def find_start(

@@ -47,7 +47,9 @@ SPAN = 7
 HORIZON = 2048
 """Bytes after the decode start within which the readings of its first bytes must meet."""
 
-_ZEROS_END = unsynced.RunEnd(re.compile(b"[^\x00]"))
+_ZEROS_END = unsynced.RunEnd(re.compile(b"\x00{4,}"), re.compile(b"[^\x00]"), 4)
+"""The end of the zero bytes after a zero header (four or more make a synchronisation
+packet's run of at least five)."""
 
 # Longest packet (header included) of the packets with continuation bytes, by header.
 _CONTINUED = {0x94: 5, 0xB4: 7}

@@ -59,7 +59,8 @@ _ROW1 = dict(zip(_DIGITS, TABLE_1N, strict=True))
 _ROW2 = dict(zip(_DIGITS, TABLE_2N, strict=True))
 _ROW3 = dict(zip(_DIGITS, TABLE_3N, strict=True))
 _TSLEN = dict(zip(_DIGITS, TS_NIBBLES, strict=True))
-_F_RUN_END = unsynced.RunEnd(re.compile("[^f]"))
+_F_RUN_END = unsynced.RunEnd(re.compile("f{21,}"), re.compile("[^f]"), 21)
+"""The end of a run of ``f`` nibbles (an ASYNC has at least 21)."""
 _ASYNC_END = "f" * 21 + "0"
 
 
