@@ -7,7 +7,8 @@ fresh process that decodes a temporary copy of the snapshot whose trace buffer
 is the capture concatenated N times (formatter frames are self-contained, so
 the concatenation is a valid capture), in three modes:
 
-- ``listing``: ``cstrace decode --format ocsd`` written to ``/dev/null``;
+- ``listing``: ``cstrace decode --format ocsd --jobs 1`` written to ``/dev/null``
+  (one process: a pool's workers would escape the measure);
 - ``elements``: every source's generic elements as objects, nothing rendered;
 - ``null``: ``cstrace decode --format null --jobs 1`` (the element rows, the
   way the command takes them; ``CSTRACE_PURE=1`` in the environment measures
@@ -81,7 +82,9 @@ def _child(mode: str, snapshot: Path) -> None:
     if mode == "listing":
         from cstrace.cli import main as cli_main
 
-        status = cli_main(["decode", str(snapshot), "--format", "ocsd", "-o", os.devnull])
+        status = cli_main(
+            ["decode", str(snapshot), "--format", "ocsd", "--jobs", "1", "-o", os.devnull]
+        )
         count = status
     elif mode == "null":
         from cstrace.cli import main as cli_main
