@@ -17,20 +17,9 @@ from cstrace.memory import MemoryMap, MemoryRegion
 from cstrace.protocols import DecodeContext, DecodeOptions, get_protocol
 from cstrace.protocols.etmv4 import encoder as enc
 from cstrace.protocols.etmv4.decoder import Etmv4Decoder
+from tests.unit.test_etmv4_speculation_depth import BASE, CODE, MAXSPEC, REGS
 
-MAXSPEC = 78
-REGS = {
-    "TRCCONFIGR": 0x11,
-    "TRCTRACEIDR": 0x10,
-    "TRCDEVARCH": 0x47735A13,
-    "TRCIDR0": 0x0801CEA1,
-    "TRCIDR1": 0x4100FFF0,
-    "TRCIDR2": 0x00000488,
-    "TRCIDR8": MAXSPEC,
-}
-# A64 at 0x1000: nop; b.eq 0x1000; b 0x1000
-CODE = b"".join(w.to_bytes(4, "little") for w in (0xD503201F, 0x54FFFFE0, 0x17FFFFFE))
-BASE = 0x1000
+# The ETE trace unit, its MAXSPEC and its program are those of the speculation-depth test.
 
 
 def start(depth: int) -> bytes:
