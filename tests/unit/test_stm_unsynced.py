@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import json
 import random
-from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from cstrace.protocols.stm import StmConfig, iter_elements, iter_packets
 from cstrace.protocols.stm import packets as P
 from cstrace.protocols.stm.boundary import find_async, first_certain, packet_end
 from cstrace.protocols.stm.encoder import StmEncoder, pack_nibbles
+from tests.counting import counting_run_end
 
 WAIT = StmConfig.from_trace_id(0x20)
 RECOVER = StmConfig(WAIT.stmtcsr, decode_before_sync=True)
@@ -252,35 +252,15 @@ def test_a_long_run_of_f_nibbles_is_measured_once(monkeypatch: pytest.MonkeyPatc
     the run is tried as a packet start, and the run is measured once, not once per nibble."""
     import re
 
-    from cstrace.protocols import unsynced
     from cstrace.protocols.stm import boundary
 
-    calls = 0
-    real = re.compile("[^f]")
-
-    class Counting:
-        """A pattern that counts the units its searches may look at."""
-
-        def __init__(self, pattern: re.Pattern[str]) -> None:
-            self.pattern = pattern
-
-        def finditer(self, text: str) -> Iterator[re.Match[str]]:
-            nonlocal calls
-            calls += len(text)
-            return self.pattern.finditer(text)
-
-        def search(self, text: str, pos: int, endpos: int) -> re.Match[str] | None:
-            nonlocal calls
-            calls += min(endpos, len(text)) - pos
-            return self.pattern.search(text, pos, endpos)
-
-    monkeypatch.setattr(
-        boundary, "_F_RUN_END", unsynced.RunEnd(Counting(re.compile("f{21,}")), Counting(real), 21)
-    )
+    run_end, long, other = counting_run_end(re.compile("f{21,}"), re.compile("[^f]"), 21)
+    monkeypatch.setattr(boundary, "_F_RUN_END", run_end)
     hx = "f" * 20_000 + "1" + "f" * 30 + "4"
     ends = [packet_end(hx, k) for k in range(0, 20_000, 7)]
     assert all(e < 0 for e in ends)  # an FF opcode that is no ASYNC: invalid
     assert packet_end(hx, 20_001) < 0  # another run
     start, _ = boundary.find_start(hx, 0, True)
     assert start >= 20_000
-    assert calls < 3 * len(hx)  # one pass, and a few units around each short run
+    # one pass, and a few units around each short run
+    assert long.looked + other.looked < 3 * len(hx)
