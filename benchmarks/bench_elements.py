@@ -506,25 +506,35 @@ def bench_case(
     def path(name: str) -> Path:
         return out / name
 
+    def cstrace_runs(jobs: int) -> tuple[Contender, Contender]:
+        """cstrace's element decode and listing with ``--jobs N``."""
+        suffix = "" if jobs == 1 else f"_j{jobs}"
+        listing = path(f"cs-j{jobs}.ppl")
+        return (
+            Contender(
+                f"cs_elements{suffix}",
+                [*cs, "--format", "null", "--jobs", str(jobs), "--before-sync", "wait"],
+                [],
+                stderr=path(f"cs-null-j{jobs}.err"),
+            ),
+            Contender(
+                f"cs_listing{suffix}",
+                [*cs, "--format", "ocsd", "--jobs", str(jobs), "-o", str(listing)],
+                [listing],
+                stderr=path(f"cs-ocsd-j{jobs}.err"),
+            ),
+        )
+
+    cs_elements, cs_listing = cstrace_runs(1)
     contenders = [
-        Contender(
-            "cs_elements",
-            [*cs, "--format", "null", "--jobs", "1", "--before-sync", "wait"],
-            [],
-            stderr=path("cs-null-j1.err"),
-        ),
+        cs_elements,
         Contender(
             "ref_elements",
             [*ref, "-decode_only", "-profile", "-logfilename", str(path("ref-elements.log"))],
             [path("ref-elements.log")],
             reference=True,
         ),
-        Contender(
-            "cs_listing",
-            [*cs, "--format", "ocsd", "--jobs", "1", "-o", str(path("cs-j1.ppl"))],
-            [path("cs-j1.ppl")],
-            stderr=path("cs-ocsd-j1.err"),
-        ),
+        cs_listing,
         Contender(
             "ref_listing",
             [*ref, "-decode", "-logfilename", str(path("ref.ppl"))],
@@ -533,20 +543,7 @@ def bench_case(
         ),
     ]
     if case.jobs:
-        contenders += [
-            Contender(
-                "cs_elements_j2",
-                [*cs, "--format", "null", "--jobs", "2", "--before-sync", "wait"],
-                [],
-                stderr=path("cs-null-j2.err"),
-            ),
-            Contender(
-                "cs_listing_j2",
-                [*cs, "--format", "ocsd", "--jobs", "2", "-o", str(path("cs-j2.ppl"))],
-                [path("cs-j2.ppl")],
-                stderr=path("cs-ocsd-j2.err"),
-            ),
-        ]
+        contenders += cstrace_runs(2)
     load0 = os.getloadavg()[0]
     ref_env = {**env, "LD_LIBRARY_PATH": str(lib)}
     for _ in range(repeat):
