@@ -85,17 +85,19 @@ HOT_MODULES: tuple[str, ...] = (
     "cstrace.protocols.etmv3.decoder",
     "cstrace.protocols.stm.reader",
     "cstrace.protocols.stm.decoder",
-    "cstrace.protocols.itm.reader",
+    "cstrace.protocols.itm.boundary",
     "cstrace.protocols.itm.decoder",
+    "cstrace.protocols.itm.reader",
 )
 """The modules ``setup.py`` compiles, by their import names.
 
 ``isa/blocks.py``, ``isa/scan.py``, ``protocols/packet.py``,
 ``protocols/etmv4/packets.py``, ``protocols/etmv4/decoder.py``,
-``protocols/etmv4/reader.py`` and ``rows.py`` have a ``.pxd`` beside them
-(extension types, typed loops). The others are compiled as they are: the
-instruction classifiers and the memory map (called for each new block walked),
-and the PTM/ETMv3/STM/ITM readers and decoders, whose inner loops are generator
+``protocols/etmv4/reader.py``, ``protocols/itm/boundary.py``,
+``protocols/itm/decoder.py``, ``protocols/itm/reader.py`` and ``rows.py`` have a
+``.pxd`` beside them (extension types, typed loops). The others are compiled as
+they are: the instruction classifiers and the memory map (called for each new
+block walked), and the PTM/ETMv3/STM readers and decoders, whose inner loops are generator
 functions, whose locals a ``.pxd`` cannot type (it types only ``cdef``/``cpdef``
 functions and ``cdef`` classes), so compiling them gains little until those
 loops become methods (docs/performance.md).

@@ -549,6 +549,11 @@ class ElementBatch:
         """The rows as element objects, in order (see :meth:`__iter__`)."""
         return list(self)
 
+    def take(self, rows: Column) -> list[Element]:
+        """The element objects of the rows numbered ``rows`` (in that order)."""
+        cols = {name: col[rows] for name, col in self._columns.items()}
+        return ElementBatch._trusted(cols, self.objects).to_elements()
+
     def __iter__(self) -> Iterator[Element]:
         """Element objects made from the rows, in order.
 
@@ -1185,6 +1190,13 @@ def batches_from_rows(
         raise ValueError(f"batch size must be positive, not {size}")
     acc: list[Any] = []
     for items in chunks:
+        if len(items) == 1 and type(items[0]) is ElementBatch:
+            # a decoder's own batch of rows (ITM): as it is
+            if acc:
+                yield from _split(_rows_batch(acc, trace_id), size)
+                acc = []
+            yield from _split(items[0], size)
+            continue
         acc += items
         if len(acc) < size:
             continue

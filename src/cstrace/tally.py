@@ -29,11 +29,32 @@ class PacketCount:
     itself: it calls the handler of each packet object's type and :meth:`add`s the number
     of packets it read (objects or not) when it stops."""
 
-    __slots__ = ("handlers", "totals")
+    __slots__ = ("handlers", "last", "limit", "occurrences", "totals")
 
-    def __init__(self, handlers: dict[type, Callable[[Any], None]], totals: list[int]) -> None:
+    def __init__(
+        self,
+        handlers: dict[type, Callable[[Any], None]],
+        totals: list[int],
+        occurrences: dict[str, Callable[[int, list[int]], None]] | None = None,
+        limit: int = 0,
+    ) -> None:
         self.handlers = handlers
         self.totals = totals
+        self.occurrences = occurrences if occurrences is not None else {}
+        """Per loss category (``"sync"``, ``"overflow"``): what counts packets of that
+        category that a reader counted itself, without making them objects."""
+        self.limit = limit
+        """How many offsets of each such category are worth keeping (:meth:`occurred`)."""
+        self.last: list[Any] = []
+        """The packet a reader stopped at, when it stops before the end of its stream
+        (as :func:`counted`'s ``last`` holds the last packet passed)."""
+
+    def occurred(self, category: str, count: int, offsets: list[int]) -> None:
+        """Count ``count`` packets of loss category ``category`` read without a packet
+        object, the first of them at capture indices ``offsets`` (at most :attr:`limit`)."""
+        add = self.occurrences.get(category)
+        if add is not None and count:
+            add(count, offsets)
 
     def add(self, n: int, done: bool) -> None:
         """Count ``n`` packets; ``done``: the reading reached the end of the stream."""

@@ -44,14 +44,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
+import numpy as np
+
+from cstrace.batch import ElementBatch
 from cstrace.capture.stream import Stream, WrappedStream
 from cstrace.decode import BufferDecode, Session, SourceRun
 from cstrace.elements import (
     AddrNacc,
     Diagnostic,
     Element,
+    ElemType,
     ITMPacketType,
     ITMTrace,
     MemSpace,
@@ -387,6 +392,13 @@ class _List:
         if len(self.first) < self.limit:
             self.first.append(Occurrence(offset, what))
 
+    def add_many(self, count: int, offsets: list[int], what: str = "") -> None:
+        """Count ``count`` occurrences, the first of which are at ``offsets``."""
+        self.count += count
+        room = self.limit - len(self.first)
+        if room > 0:
+            self.first.extend(Occurrence(o, what) for o in offsets[:room])
+
     def freeze(self) -> Occurrences:
         return Occurrences(self.count, tuple(self.first))
 
@@ -576,7 +588,15 @@ class _Tally:
         :meth:`count_packets` counts an iterator's)."""
         totals = [0, 0]
         self._readers.append(totals)
-        return PacketCount(self.packet_handlers, totals)
+        lists = {"sync": self.syncs, "overflow": self.overflows}
+        bulk: dict[str, Callable[[int, list[int]], None]] = {}
+        for _cls, category, label in self.run.protocol.loss_packets:
+            target = lists.get(category)
+            if target is not None and category not in bulk:
+                bulk[category] = partial(_add_many, target, label)
+        count = PacketCount(self.packet_handlers, totals, bulk, self.limit)
+        self.last_packet = count.last
+        return count
 
     @property
     def packets(self) -> int:
@@ -604,6 +624,11 @@ class _Tally:
         n = 0
         try:
             for items in source:
+                if len(items) == 1 and type(items[0]) is ElementBatch:
+                    n += len(items[0])
+                    self._count_batch(items[0])
+                    yield items
+                    continue
                 objects: list[Any] = []
                 n += scan(items, objects)
                 for e in objects:
@@ -614,6 +639,36 @@ class _Tally:
         finally:
             self.elements += n
         self._count_rest()
+
+    def _count_batch(self, batch: ElementBatch) -> None:
+        """Count the elements of a batch of rows: ITM timestamps from the columns, the
+        rows of the other element types through their handlers."""
+        types = batch["type"]
+        itm = types == ElemType.ITMTRACE
+        if itm.any():
+            stamped = itm & batch["timestamp_valid"]
+            glob = stamped & (batch["pkt_type"] == ITMPacketType.TS_GLOBAL)
+            ts = batch["timestamp"]
+            values = ts[glob]
+            if len(values):
+                if self.ts_first is None:
+                    self.ts_first = int(values[0])
+                self.ts_last = int(values[-1])
+                self.ts_count += len(values)
+            values = ts[stamped & ~glob]
+            if len(values):
+                if self.local_ts:
+                    self.local_ts[1] = int(values[-1])
+                    self.local_ts[2] += len(values)
+                else:
+                    self.local_ts = [int(values[0]), int(values[-1]), len(values)]
+        rest = np.flatnonzero(~itm)
+        if len(rest):
+            get = self.element_handlers.get
+            for e in batch.take(rest):
+                handler = get(type(e))
+                if handler is not None:
+                    handler(e)
 
     def _count_rest(self) -> None:
         """When the decoder stopped before its packets did (as the reference does): count
@@ -712,6 +767,10 @@ def _position(block: Stream, offset: int) -> int | None:
             return pos + offset - idx
         pos += len(piece)
     return None
+
+
+def _add_many(target: _List, label: str, count: int, offsets: list[int]) -> None:
+    target.add_many(count, offsets, label)
 
 
 def _bind(method: Callable[[Packet, str], None], label: str) -> Callable[[Packet], None]:

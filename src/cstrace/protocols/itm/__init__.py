@@ -13,7 +13,7 @@ from cstrace.protocols.base import ProtocolSpec, idle_period
 from cstrace.protocols.itm import packets as _p
 from cstrace.protocols.itm.config import ItmConfig, from_registers, with_options
 from cstrace.protocols.itm.decoder import iter_elements
-from cstrace.protocols.itm.reader import iter_packets
+from cstrace.protocols.itm.reader import iter_packets, iter_stream_rows
 
 __all__ = [
     "PROTOCOL",
@@ -29,6 +29,7 @@ PROTOCOL = ProtocolSpec(
     from_registers=from_registers,
     iter_packets=iter_packets,
     iter_elements=iter_elements,
+    iter_stream_rows=iter_stream_rows,
     with_options=with_options,
     idle_zeros=idle_period(8),
     software_trace=True,

@@ -1,11 +1,22 @@
-"""ITM decoder: ITM packets → generic ``ITMTRACE`` elements.
+"""ITM decoder: ITM packet fields → generic ``ITMTRACE`` elements.
 
-Input: the packets of :mod:`cstrace.protocols.itm.reader` and the ITM
-configuration (local timestamp prescaler); output: the elements of
-:mod:`cstrace.elements` the reference decoder produces: ``NO_SYNC`` before
-the first synchronization packet, one ``ITMTRACE`` per software or hardware
-source payload, local timestamp and complete global timestamp, and
-``EO_TRACE`` at the end.
+Input: the fields of each ITM packet, handed over by the reader's loop
+(:func:`cstrace.protocols.itm.reader.read`; its
+:func:`~cstrace.protocols.itm.reader.iter_stream_rows` gives the element rows) or
+taken from packet objects (:func:`iter_elements`), and the ITM configuration (local timestamp
+prescaler); output: the elements of :mod:`cstrace.elements` the reference
+decoder produces: ``NO_SYNC`` before the first synchronization packet, one
+``ITMTRACE`` per software or hardware source payload, local timestamp and
+complete global timestamp, and ``EO_TRACE`` at the end.
+
+One decoder, :class:`ItmDecoder`, with one method per packet kind, and two
+sinks for what it outputs: element objects (``objects``, for a consumer that
+wants them one packet at a time, as the listing does), or element columns
+(:meth:`ItmDecoder.take` gives them as an :class:`~cstrace.batch.ElementBatch`,
+no object per element: ``--format null``, Parquet, the loss report). The
+reader's loop calls the decoder's methods with packet fields, and makes packet
+objects only for a tap that asks for them (``tap``: the listing, ``--format
+packets``), so the element path has no object per packet either.
 
 State kept across packets: the stimulus port page (extension packet with
 SH = 0 and a 3-bit payload: channel = page * 32 + port), the sum of local
@@ -31,6 +42,9 @@ reader's next UNSYNCED or synchronisation packet.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
 
 from cstrace.elements import (
     Diagnostic,
@@ -59,120 +73,421 @@ from cstrace.protocols.itm.packets import (
     Unsynced,
 )
 
-__all__ = ["iter_elements"]
+__all__ = ["ItmDecoder", "iter_elements"]
 
 _NO_SYNC = 0
 _WAIT_SYNC = 1
 _DECODE = 2
 
-_LOCAL_TS_TYPES = (
-    ITMPacketType.TS_SYNC,
-    ITMPacketType.TS_DELAY,
-    ITMPacketType.TS_PKT_DELAY,
-    ITMPacketType.TS_PKT_TS_DELAY,
-)
-# Global timestamp bits replaced by a GTS1 of 1, 2, 3 or 4 payload bytes.
-_GTS1_MASK = (0x7F, 0x3FFF, 0x1F_FFFF, 0x3FF_FFFF)
+_TS_GLOBAL = 6  # ITMPacketType.TS_GLOBAL
+_ITMTRACE = 18  # ElemType.ITMTRACE
 _MASK64 = 0xFFFF_FFFF_FFFF_FFFF
+_MASK26 = 0x3FF_FFFF
+_PKT_TYPES = tuple(ITMPacketType)
+
+# The element columns this decoder writes (the others of the batch schema stay 0).
+_U8_COLUMNS = ("pkt_type", "src_id", "payload_size")
+_FLAG_COLUMNS = ("timestamp_valid", "overflow", "ts_freq_change")
+
+
+class ItmDecoder:
+    """The ITM decoder's state, one method per packet kind, and its element sink.
+
+    ``columns``: write ``ITMTRACE`` elements as column rows (:meth:`take`);
+    otherwise append element objects to :attr:`objects`. ``tap``: a list the
+    reader appends packet objects to instead of calling the packet methods
+    (:func:`~cstrace.protocols.itm.reader.iter_packets`).
+    """
+
+    def __init__(
+        self,
+        config: object,
+        trace_id: int = 0,
+        reset: bool = False,
+        columns: bool = False,
+        size: int = 65536,
+    ) -> None:
+        self.prescale = config.ts_prescale if isinstance(config, ItmConfig) else 1
+        self.recover = isinstance(config, ItmConfig) and config.decode_before_sync
+        self.trace_id = trace_id
+        self.state = _NO_SYNC
+        self.reason = UnsyncReason.RESET_DECODER if reset else UnsyncReason.INIT_DECODER
+        self.last = 0
+        self.local_ts = 0
+        self.global_ts = 0
+        self.page = 0
+        self.need_gts2 = True
+        self.freq_change = False
+        self.overflow = False
+        self.stopped = False
+        """The reference stopped decoding at a bad packet (without ``decode_before_sync``)."""
+        self.pending: Diagnostic | None = None
+        self.objects: list[Any] = []
+        """Element objects (without ``columns``), or the rows of the elements other
+        than ``ITMTRACE`` (with it: ``(row, element)`` pairs)."""
+        self.tap: list[Packet] | None = None
+        self.raw = b""
+        """With a tap: the bytes of the packet whose fields the reader hands over."""
+        self.fatal = False
+        """The reader stopped at a RESERVED or BAD_SEQUENCE packet (as the reference does)."""
+        self.last_other: Packet | None = None
+        """The last packet given to :meth:`other` (the one the reader stopped at, if it did)."""
+        # packet counts, for the loss report (syncs and overflows: offsets as well)
+        self.packets = 0
+        self.limit = 0
+        self.syncs = 0
+        self.sync_at: list[int] = []
+        self.overflows = 0
+        self.overflow_at: list[int] = []
+        self.handlers: dict[type, Any] = {}
+        self.columns = columns
+        self.size = size
+        self.rows = 0
+        self._arrays: dict[str, Any] = {}
+        if columns:
+            self._new_columns()
+
+    # ---------------------------------------------------------------- sinks
+
+    def _new_columns(self) -> None:
+        """Fresh columns for ``size`` rows."""
+        size = self.size
+        arrays: dict[str, Any] = {
+            "type": np.zeros(size, np.uint8),
+            "offset": np.zeros(size, np.int64),
+            "value": np.zeros(size, np.uint64),
+            "timestamp": np.zeros(size, np.uint64),
+        }
+        for name in _U8_COLUMNS + _FLAG_COLUMNS:
+            arrays[name] = np.zeros(size, np.uint8)
+        self._arrays = arrays
+        self.c_type = arrays["type"]
+        self.c_offset = arrays["offset"]
+        self.c_value = arrays["value"]
+        self.c_ts = arrays["timestamp"]
+        self.c_pkt = arrays["pkt_type"]
+        self.c_src = arrays["src_id"]
+        self.c_size = arrays["payload_size"]
+        self.c_tsv = arrays["timestamp_valid"]
+        self.c_ovf = arrays["overflow"]
+        self.c_freq = arrays["ts_freq_change"]
+        self.rows = 0
+
+    def ready(self) -> bool:
+        """Whether there is output to take: a packet object in the tap, element objects,
+        or full columns."""
+        if self.tap is not None:
+            return len(self.tap) > 0
+        if self.columns:
+            return self.rows >= self.size
+        return len(self.objects) > 0
+
+    def _element(self, elem: Element) -> None:
+        """Output an element other than ``ITMTRACE`` (as an object in either sink)."""
+        if self.columns:
+            if self.rows >= self.size:
+                self._grow()
+            self.objects.append((self.rows, elem))
+            self.rows += 1
+        else:
+            self.objects.append(elem)
+
+    def _grow(self) -> None:
+        """Room for more rows than ``size`` (a packet's elements overflow full columns)."""
+        old = self._arrays
+        self.size *= 2
+        self._new_columns()
+        n = len(old["type"])
+        for name, col in old.items():
+            self._arrays[name][:n] = col
+        self.rows = n
+
+    def _itm(
+        self,
+        offset: int,
+        pkt_type: int,
+        src: int,
+        size: int,
+        value: int,
+        ts: int,
+        has_ts: bool,
+        freq: bool,
+    ) -> None:
+        """Output an ``ITMTRACE`` element (after the warning that waited for one)."""
+        if self.pending is not None:
+            self._element(self.pending)
+            self.pending = None
+        overflow = self.overflow
+        self.overflow = False
+        if not self.columns:
+            self.objects.append(
+                ITMTrace(
+                    offset,
+                    _PKT_TYPES[pkt_type],
+                    src,
+                    size,
+                    value,
+                    overflow,
+                    ts if has_ts else None,
+                    freq,
+                )
+            )
+            return
+        r = self.rows
+        if r >= self.size:
+            self._grow()
+        self.c_type[r] = _ITMTRACE
+        self.c_offset[r] = offset
+        self.c_pkt[r] = pkt_type
+        self.c_src[r] = src
+        self.c_size[r] = size
+        self.c_value[r] = value
+        self.c_ts[r] = ts
+        self.c_tsv[r] = has_ts
+        self.c_ovf[r] = overflow
+        self.c_freq[r] = freq
+        self.rows = r + 1
+
+    def take(self) -> Any:
+        """The rows written so far as an :class:`~cstrace.batch.ElementBatch` (None when
+        there are none); the columns start again empty."""
+        n = self.rows
+        if not n:
+            return None
+        from cstrace.batch import SCHEMA, ElementBatch
+
+        arrays = self._arrays
+        columns: dict[str, Any] = {}
+        for spec in SCHEMA:
+            col = arrays.get(spec.name)
+            if col is None:
+                columns[spec.name] = np.zeros(n, spec.dtype)
+            elif col.dtype != spec.dtype:
+                columns[spec.name] = col[:n].view(spec.dtype)
+            else:
+                columns[spec.name] = col[:n]
+        columns["trace_id"].fill(self.trace_id)
+        columns["obj"].fill(-1)
+        objects: list[object] = []
+        if self.objects:
+            rows = [r for r, _ in self.objects]
+            sub = ElementBatch.from_elements([e for _, e in self.objects], self.trace_id)
+            where = np.array(rows, np.intp)
+            for name, col in sub.columns.items():
+                columns[name][where] = col
+            objects = sub.objects
+            self.objects = []
+        self._new_columns()
+        return ElementBatch._trusted(columns, objects)
+
+    # ---------------------------------------------------------------- state
+
+    def _gate(self, offset: int, is_async: bool) -> bool:
+        """Before a packet: True when it is to be decoded (the decoder is synchronised)."""
+        self.last = offset
+        state = self.state
+        if state == _DECODE:
+            return True
+        if state == _NO_SYNC:
+            self._element(NoSync(offset, self.reason))
+            self.state = _WAIT_SYNC
+        if is_async:
+            self.state = _DECODE
+        return False
+
+    def _reset(self) -> None:
+        self.local_ts = self.global_ts = self.page = 0
+        self.need_gts2 = True
+        self.freq_change = self.overflow = False
+
+    # ---------------------------------------------------------------- packets
+
+    def swit(self, offset: int, src: int, value: int, size: int) -> None:
+        """A software source (instrumentation) packet: stimulus port ``src``."""
+        if self.tap is not None:
+            self.tap.append(Swit(offset, self.raw, src, value, size))
+            return
+        self.packets += 1
+        if self.stopped or not self._gate(offset, False):
+            return
+        channel = (src & 0x1F) | ((self.page << 5) & 0xFF)
+        self._itm(offset, 0, channel, size, value, 0, False, False)
+
+    def dwt(self, offset: int, src: int, value: int, size: int) -> None:
+        """A hardware source packet: discriminator ``src``."""
+        if self.tap is not None:
+            self.tap.append(Dwt(offset, self.raw, src, value, size))
+            return
+        self.packets += 1
+        if self.stopped or not self._gate(offset, False):
+            return
+        self._itm(offset, 1, src, size, value, 0, False, False)
+
+    def local_timestamp(self, offset: int, tc: int, value: int, size: int, compact: bool) -> None:
+        """A local timestamp packet (TC bits ``tc``, delta ``value``; ``compact``: format 2)."""
+        if self.tap is not None:
+            self.tap.append(LocalTs(offset, self.raw, tc, value, size, compact))
+            return
+        self.packets += 1
+        if self.stopped or not self._gate(offset, False):
+            return
+        ts = (self.local_ts + value * self.prescale) & _MASK64
+        self.local_ts = ts
+        self._itm(offset, 2 + (tc & 3), 0, size, value, ts, True, False)
+
+    def global_timestamp1(self, offset: int, flags: int, value: int, size: int) -> None:
+        """A GTS1 packet: the low bits of the global timestamp (``flags``: Wrap, ClkCh)."""
+        if self.tap is not None:
+            raw = self.raw
+            if size == 4:  # printed without the ClkCh and Wrap bits
+                raw = raw[:4] + bytes([raw[4] & 0x1F])
+            self.tap.append(GlobalTs1(offset, raw, flags, value, size))
+            return
+        self.packets += 1
+        if self.stopped or not self._gate(offset, False):
+            return
+        if flags & 2:
+            self.need_gts2 = True
+        if flags & 1:
+            self.freq_change = True
+        bits = 26 if size >= 4 else 7 * size  # the bits a GTS1 of this size replaces
+        self.global_ts = (self.global_ts & ~((1 << bits) - 1) & _MASK64) | value
+        if not self.need_gts2:
+            freq = self.freq_change
+            self.freq_change = False
+            self._itm(offset, _TS_GLOBAL, 0, 0, 0, self.global_ts, True, freq)
+
+    def global_timestamp2(self, offset: int, value: int, size: int) -> None:
+        """A GTS2 packet: the high bits of the global timestamp."""
+        if self.tap is not None:
+            self.tap.append(GlobalTs2(offset, self.raw, value, size))
+            return
+        self.packets += 1
+        if self.stopped or not self._gate(offset, False):
+            return
+        self.global_ts = ((self.global_ts & _MASK26) | (value << 26)) & _MASK64
+        freq = self.freq_change
+        self.freq_change = False
+        self.need_gts2 = False
+        self._itm(offset, _TS_GLOBAL, 0, 0, 0, self.global_ts, True, freq)
+
+    def extension(self, offset: int, hardware: bool, nbits: int, value: int) -> None:
+        """An extension packet (a stimulus port page when SH = 0 with 2 bits)."""
+        if self.tap is not None:
+            self.tap.append(Extension(offset, self.raw, hardware, nbits, value))
+            return
+        self.packets += 1
+        if self.stopped or not self._gate(offset, False):
+            return
+        if not hardware and nbits == 2:
+            self.page = value & 0xFF
+
+    def overflow_packet(self, offset: int) -> None:
+        """An overflow packet: the local timestamp restarts; the next element is marked."""
+        if self.tap is not None:
+            self.tap.append(Overflow(offset, self.raw))
+            return
+        self.packets += 1
+        self.overflows += 1
+        if len(self.overflow_at) < self.limit:
+            self.overflow_at.append(offset)
+        if self.stopped or not self._gate(offset, False):
+            return
+        self.local_ts = 0
+        self.overflow = True
+
+    def async_packet(self, offset: int) -> None:
+        """A synchronization packet."""
+        if self.tap is not None:
+            self.tap.append(Async(offset, self.raw))
+            return
+        self.packets += 1
+        self.syncs += 1
+        if len(self.sync_at) < self.limit:
+            self.sync_at.append(offset)
+        if self.stopped or not self._gate(offset, True):
+            return
+        self.pending = None  # synchronised before anything was decoded without it
+
+    def other(self, pkt: Packet) -> None:
+        """Any other packet, as an object: NOTSYNC, UNSYNCED, RESERVED, BAD_SEQUENCE,
+        INCOMPLETE_EOT (rare: the loss report's handler for its class is called too)."""
+        self.packets += 1
+        self.last_other = pkt
+        handler = self.handlers.get(type(pkt))
+        if handler is not None:
+            handler(pkt)
+        if self.stopped:
+            return
+        if isinstance(pkt, NotSync) and not pkt.decoded:
+            return  # printed by the reference, not passed to its decoder
+        if not self._gate(pkt.offset, isinstance(pkt, Unsynced)):
+            if isinstance(pkt, Unsynced):
+                self.pending = _unsynced_note(pkt, self.trace_id)
+            return
+        if isinstance(pkt, (Reserved, BadSequence)):
+            if not self.recover:
+                self.stopped = True  # the reference stops decoding on a bad packet
+                return
+            kind = DiagKind.BAD_PACKET if isinstance(pkt, Reserved) else DiagKind.BAD_SEQUENCE
+            self._element(
+                Diagnostic(pkt.offset, self.trace_id, DiagCode.BAD_DECODE_PKT, kind, int(pkt.KIND))
+            )
+            self._element(NoSync(pkt.offset, UnsyncReason.BAD_PACKET))
+            self.state = _WAIT_SYNC
+            self._reset()
+            self.pending = None
+        elif isinstance(pkt, NotSync):
+            # Not expected once synchronised; the reference starts over.
+            self.state = _NO_SYNC
+            self._reset()
+
+    def packet(self, pkt: Packet) -> None:
+        """Decode one packet object (what the reader would have handed over as fields)."""
+        match pkt:
+            case Swit(src_id=src, value=value, size=size):
+                self.swit(pkt.offset, src, value, size)
+            case Dwt(src_id=src, value=value, size=size):
+                self.dwt(pkt.offset, src, value, size)
+            case LocalTs(tc=tc, value=value, size=size, compact=compact):
+                self.local_timestamp(pkt.offset, tc, value, size, compact)
+            case GlobalTs1(flags=flags, value=value, size=size):
+                self.global_timestamp1(pkt.offset, flags, value, size)
+            case GlobalTs2(value=value, size=size):
+                self.global_timestamp2(pkt.offset, value, size)
+            case Extension(hardware=hw, nbits=nbits, value=value):
+                self.extension(pkt.offset, hw, nbits, value)
+            case Overflow():
+                self.overflow_packet(pkt.offset)
+            case Async():
+                self.async_packet(pkt.offset)
+            case _:
+                self.other(pkt)
+
+    def finish(self, complete: bool) -> None:
+        """At the end of the stream: ``EO_TRACE`` (when the capture is complete and the
+        decoder did not stop at a bad packet)."""
+        if complete and not self.stopped:
+            self._element(EoTrace(self.last, UnsyncReason.EOT))
 
 
 def iter_elements(
     packets: Iterable[Packet], config: object, context: DecodeContext
 ) -> Iterator[Element]:
-    """Decode ITM packets into ITM trace elements."""
-    prescale = config.ts_prescale if isinstance(config, ItmConfig) else 1
-    recover = isinstance(config, ItmConfig) and config.decode_before_sync
-    tid = context.trace_id
-    pending: Diagnostic | None = None  # the warning for elements decoded before any sync
-    state = _NO_SYNC
-    reason = UnsyncReason.RESET_DECODER if context.reset else UnsyncReason.INIT_DECODER
-    last = 0
-    local_ts = 0
-    global_ts = 0
-    page = 0
-    need_gts2 = True
-    freq_change = False
-    overflow = False
+    """Decode ITM packet objects into ITM trace elements (those of each packet before the
+    next packet is read)."""
+    dec = ItmDecoder(config, context.trace_id, context.reset)
+    out = dec.objects
     for pkt in packets:
-        if isinstance(pkt, NotSync) and not pkt.decoded:
-            continue  # printed by the reference, not passed to its decoder
-        last = pkt.offset
-        if state == _NO_SYNC:
-            yield NoSync(last, reason)
-            state = _WAIT_SYNC
-        if state == _WAIT_SYNC:
-            if isinstance(pkt, Async):
-                state = _DECODE
-            elif isinstance(pkt, Unsynced):
-                state = _DECODE
-                pending = _unsynced_note(pkt, tid)
-            continue
-        elem: ITMTrace | None = None
-        match pkt:
-            case Swit(src_id=src, value=value, size=size):
-                channel = (src & 0x1F) | ((page << 5) & 0xFF)
-                elem = ITMTrace(last, ITMPacketType.SWIT, channel, size, value)
-            case Dwt(src_id=src, value=value, size=size):
-                elem = ITMTrace(last, ITMPacketType.DWT, src, size, value)
-            case LocalTs(tc=tc, value=value, size=size):
-                local_ts = (local_ts + value * prescale) & _MASK64
-                elem = ITMTrace(last, _LOCAL_TS_TYPES[tc & 3], 0, size, value, timestamp=local_ts)
-            case GlobalTs1(flags=flags, value=value, size=size):
-                need_gts2 = need_gts2 or bool(flags & 2)
-                freq_change = freq_change or bool(flags & 1)
-                global_ts = (global_ts & ~_GTS1_MASK[size - 1] & _MASK64) | value
-                if not need_gts2:
-                    elem = ITMTrace(
-                        last,
-                        ITMPacketType.TS_GLOBAL,
-                        timestamp=global_ts,
-                        ts_freq_change=freq_change,
-                    )
-                    freq_change = False
-            case GlobalTs2(value=value):
-                global_ts = ((global_ts & _GTS1_MASK[3]) | (value << 26)) & _MASK64
-                elem = ITMTrace(
-                    last, ITMPacketType.TS_GLOBAL, timestamp=global_ts, ts_freq_change=freq_change
-                )
-                freq_change = False
-                need_gts2 = False
-            case Extension(hardware=hw, nbits=nbits, value=value):
-                if not hw and nbits == 2:
-                    page = value & 0xFF
-            case Overflow():
-                local_ts = 0
-                overflow = True
-            case Reserved() | BadSequence():
-                if not recover:
-                    return  # the reference stops decoding on a bad packet
-                kind = DiagKind.BAD_PACKET if isinstance(pkt, Reserved) else DiagKind.BAD_SEQUENCE
-                yield Diagnostic(last, tid, DiagCode.BAD_DECODE_PKT, kind, int(pkt.KIND))
-                yield NoSync(last, UnsyncReason.BAD_PACKET)
-                state = _WAIT_SYNC
-                local_ts = global_ts = page = 0
-                need_gts2 = True
-                freq_change = overflow = False
-                pending = None
-            case Async():
-                pending = None  # synchronised before anything was decoded without it
-            case NotSync():
-                # Not expected once synchronised; the reference starts over.
-                state = _NO_SYNC
-                local_ts = global_ts = page = 0
-                need_gts2 = True
-                freq_change = overflow = False
-            case _:
-                pass  # ASYNC, incomplete packet: nothing to output
-        if elem is not None:
-            if pending is not None:
-                yield pending
-                pending = None
-            if overflow:
-                elem.overflow = True
-                overflow = False
-            yield elem
-    if context.complete:
-        yield EoTrace(last, UnsyncReason.EOT)
+        dec.packet(pkt)
+        if out:
+            yield from out
+            out.clear()
+        if dec.stopped:
+            return  # the reference stops decoding on a bad packet (reading no further)
+    dec.finish(context.complete)
+    yield from out
+    out.clear()
 
 
 def _unsynced_note(pkt: Unsynced, trace_id: int) -> Diagnostic:

@@ -32,9 +32,11 @@ way, from the byte after the bad header, instead of stopping.
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator
+from typing import Any
 
 from cstrace.capture.stream import Stream
-from cstrace.capture.window import BlockWindow
+from cstrace.capture.window import BlockWindow, IndexCursor
+from cstrace.protocols.base import DecodeContext
 from cstrace.protocols.itm.boundary import (
     HORIZON,
     INVALID,
@@ -44,26 +46,29 @@ from cstrace.protocols.itm.boundary import (
     first_certain,
     packet_end,
 )
+from cstrace.protocols.itm.decoder import ItmDecoder
 from cstrace.protocols.itm.packets import (
     Async,
     BadSequence,
-    Dwt,
-    Extension,
-    GlobalTs1,
-    GlobalTs2,
     IncompleteEot,
     ItmPacket,
     ItmPktType,
-    LocalTs,
     NotSync,
-    Overflow,
     Reserved,
-    Swit,
     Unsynced,
 )
 from cstrace.protocols.stm.reader import input_blocks
+from cstrace.tally import PacketCount
 
-__all__ = ["HEADERS", "HEADER_ROWS", "HeaderRow", "iter_packets"]
+__all__ = [
+    "HEADERS",
+    "HEADER_ROWS",
+    "KINDS",
+    "HeaderRow",
+    "iter_packets",
+    "iter_stream_rows",
+    "read",
+]
 
 _P = ItmPktType
 
@@ -125,20 +130,25 @@ def _build(rows: tuple[HeaderRow, ...]) -> tuple[ItmPktType, ...]:
 
 HEADERS: tuple[ItmPktType, ...] = _build(HEADER_ROWS)
 """Packet type of every header byte."""
+KINDS = bytes(HEADERS)
+"""The same, as numbers (for the reader's loop)."""
 
-_PAYLOAD_SIZE = (0, 1, 2, 4)
-_EXT_BITS = (2, 9, 16, 23, 31)  # payload bit length N (value is N:0) by packet length
-_CONT_LIMIT = {_P.TS_LOCAL: 5, _P.TS_GLOBAL_1: 5, _P.TS_GLOBAL_2: 7, _P.EXTENSION: 5}
+_SWIT = 5  # the ItmPktType numbers, for the compiled loop
+_DWT = 6
+_ASYNC = 3
+_OVERFLOW = 4
+_TS_LOCAL = 7
+_TS_GLOBAL_1 = 8
+_TS_GLOBAL_2 = 9
+_EXTENSION = 10
+_RESERVED = 12
 
-
-def _cont_value(raw: bytearray | bytes) -> int:
-    """The value of the continuation bytes after the header, 7 bits each, low first."""
-    value = 0
-    shift = 0
-    for b in raw[1:]:
-        value |= (b & 0x7F) << shift
-        shift += 7
-    return value
+_PAYLOAD_SIZE = bytes((0, 1, 2, 4))
+_EXT_BITS = bytes((2, 9, 16, 23, 31))  # payload bit length N (value is N:0) by packet length
+# The longest packet (header included) of each kind with continuation bytes, by kind number.
+_CONT_LIMIT = bytes(
+    {_P.TS_LOCAL: 5, _P.TS_GLOBAL_1: 5, _P.TS_GLOBAL_2: 7, _P.EXTENSION: 5}.get(k, 0) for k in _P
+)
 
 
 def iter_packets(
@@ -148,10 +158,66 @@ def iter_packets(
 
     ``complete`` is False when the capture was cut short: then a packet in
     progress at the end is dropped instead of flushed as INCOMPLETE_EOT.
+    When ``config`` says ``decode_before_sync``, packets before the first
+    synchronisation packet are read too (module text). This is a tap on
+    :func:`read`: the decoder's packet methods make packet objects instead of
+    decoding them.
+    """
+    dec = ItmDecoder(config)
+    tap: list[ItmPacket] = []
+    dec.tap = tap  # type: ignore[assignment]
+    for _ in read(stream, config, complete, dec):
+        yield from tap
+        tap.clear()
+    yield from tap
+
+
+def iter_stream_rows(
+    stream: Stream,
+    config: object,
+    context: DecodeContext,
+    count: PacketCount | None = None,
+    size: int = 65536,
+) -> Iterator[list[Any]]:
+    """The elements of one ITM trace ID's stream, read and decoded in one loop, as lists
+    of element rows (:mod:`cstrace.rows`) that each hold one
+    :class:`~cstrace.batch.ElementBatch` of at most about ``size`` rows.
+
+    ``count``, when given, counts the packets as :func:`cstrace.tally.counted` would
+    have counted the reader's (synchronisation and overflow packets by their offsets,
+    the others through their handlers).
+    """
+    dec = ItmDecoder(config, context.trace_id, context.reset, True, size)
+    if count is not None:
+        dec.handlers = count.handlers
+        dec.limit = count.limit
+    done = False
+    try:
+        for _ in read(stream, config, context.complete, dec):
+            if dec.rows >= size:
+                yield [dec.take()]
+        done = True
+        dec.finish(context.complete)
+        batch = dec.take()
+        if batch is not None:
+            yield [batch]
+    finally:
+        if count is not None:
+            if dec.fatal and dec.last_other is not None:
+                count.last.append(dec.last_other)
+            count.occurred("sync", dec.syncs, dec.sync_at)
+            count.occurred("overflow", dec.overflows, dec.overflow_at)
+            count.add(dec.packets, done)
+
+
+def read(stream: Stream, config: object, complete: bool, dec: ItmDecoder) -> Iterator[None]:
+    """Read one ITM trace ID's bytes into the decoder ``dec``: each packet is handed
+    to the decoder's method for its kind, as fields (or, for the rare kinds, as an
+    object: :meth:`~cstrace.protocols.itm.decoder.ItmDecoder.other`).
+
     The stream is read block by block through a
-    :class:`~cstrace.capture.window.BlockWindow`. When ``config`` says
-    ``decode_before_sync``, packets before the first synchronisation packet are
-    read too (module text).
+    :class:`~cstrace.capture.window.BlockWindow`. Yields (None) whenever the
+    decoder has output to take (:meth:`~cstrace.protocols.itm.decoder.ItmDecoder.ready`).
     """
     win = BlockWindow(stream)
     if not win.advance(0):
@@ -159,20 +225,89 @@ def iter_packets(
     if getattr(config, "decode_before_sync", False):
         pos = 0
         while pos >= 0:
-            pos = yield from _resync(win, pos)
+            pos = yield from _resync(win, pos, dec)
             if pos >= 0:
-                pos = yield from _read_recovering(win, pos, complete)
+                pos = yield from _read_recovering(win, pos, complete, dec)
         return
-    start = yield from _search_sync(win, stream.trace_id is not None)
+    start = yield from _search_sync(win, stream.trace_id is not None, dec)
     if start >= 0:
-        yield from _read_synced(win, start, complete)
+        yield from _read_synced(win, start, complete, dec)
+
+
+def _other(dec: ItmDecoder, pkt: ItmPacket) -> None:
+    """A packet of a rare kind, made as an object: to the tap, or to the decoder."""
+    tap = dec.tap
+    if tap is not None:
+        tap.append(pkt)
+    else:
+        dec.other(pkt)
+
+
+def _cont(data: bytes, p: int, e: int) -> int:
+    """The value of the continuation bytes ``data[p:e]``, 7 bits each, low first."""
+    value = 0
+    shift = 0
+    while p < e:
+        b = data[p] & 0x7F
+        value |= b << shift
+        shift += 7
+        p += 1
+    return value
+
+
+def _emit(dec: ItmDecoder, data: bytes, p: int, e: int, index: int) -> None:
+    """Hand the valid packet ``data[p:e]`` (its header at capture index ``index``) to the
+    decoder's method for its kind, as fields: the one place packet bytes become fields."""
+    if dec.tap is not None:
+        dec.raw = data[p:e]
+    hdr = data[p]
+    kind = KINDS[hdr]
+    size = e - p - 1
+    if kind in (_SWIT, _DWT):
+        value = 0
+        shift = 0
+        i = p + 1
+        while i < e:
+            b = data[i]
+            value |= b << shift
+            shift += 8
+            i += 1
+        if kind == _SWIT:
+            dec.swit(index, (hdr >> 3) & 0x1F, value, size)
+        else:
+            dec.dwt(index, (hdr >> 3) & 0x1F, value, size)
+    elif kind == _TS_LOCAL:
+        if not hdr & 0x80:
+            dec.local_timestamp(index, 0, (hdr >> 4) & 7, 1, True)
+        else:
+            dec.local_timestamp(index, (hdr >> 4) & 3, _cont(data, p + 1, e), size, False)
+    elif kind == _OVERFLOW:
+        dec.overflow_packet(index)
+    elif kind == _ASYNC:
+        dec.async_packet(index)
+    elif kind == _TS_GLOBAL_1:
+        flags = 0
+        if size == 4:
+            # The reference moves the ClkCh and Wrap bits out of the last byte.
+            flags = (data[p + 4] >> 5) & 3
+            value = _cont(data, p + 1, p + 4) | ((data[p + 4] & 0x1F) << 21)
+        else:
+            value = _cont(data, p + 1, e)
+        dec.global_timestamp1(index, flags, value, size)
+    elif kind == _TS_GLOBAL_2:
+        dec.global_timestamp2(index, _cont(data, p + 1, e) & 0xFF_FFFF_FFFF, size)  # 40 bits
+    elif not hdr & 0x80:  # extension with the value in the header
+        dec.extension(index, (hdr & 4) != 0, 2, (hdr >> 4) & 7)
+    else:
+        value = ((_cont(data, p + 1, e) << 3) | ((hdr >> 4) & 7)) & 0xFFFF_FFFF
+        dec.extension(index, (hdr & 4) != 0, _EXT_BITS[size], value)
 
 
 _LOOKAHEAD = HORIZON + 1024
 """Bytes a search for the decode start looks at past where it begins (when the stream has them)."""
 
 
-def _resync(win: BlockWindow, q: int) -> Generator[ItmPacket, None, int]:
+def _resync(win: BlockWindow, q: int, dec: ItmDecoder) -> Generator[None, None, int]:
     """Find the decode start from window position ``q``: an UNSYNCED packet, and its position.
 
     Bytes that no valid reading starts from are skipped (in NOTSYNC packets when
@@ -192,7 +327,8 @@ def _resync(win: BlockWindow, q: int) -> Generator[ItmPacket, None, int]:
         if not final and (not settled or n - s < _LOOKAHEAD):
             # The reading from s needs more bytes: move on to s, then read on.
             if s > q:
-                yield NotSync(win.index_at(q), data[q:s])
+                _other(dec, NotSync(win.index_at(q), data[q:s]))
+                yield None
             q = s
             if not win.advance(q):
                 final = True
@@ -201,14 +337,17 @@ def _resync(win: BlockWindow, q: int) -> Generator[ItmPacket, None, int]:
             continue
         if s >= n:
             if s > q:
-                yield NotSync(win.index_at(q), data[q:s])
+                _other(dec, NotSync(win.index_at(q), data[q:s]))
             return -1
         certain = first_certain(data, s)
-        yield Unsynced(
-            win.index_at(q),
-            data[q:s],
-            win.index_at(s),
-            None if certain is None else win.index_at(certain),
+        _other(
+            dec,
+            Unsynced(
+                win.index_at(q),
+                data[q:s],
+                win.index_at(s),
+                None if certain is None else win.index_at(certain),
+            ),
         )
         return s
 
@@ -218,15 +357,84 @@ BACK = 256
 back the reading can still switch to another boundary when it meets an invalid packet."""
 
 
+class _Held:
+    """The packets a reading without synchronisation holds back (:func:`_read_recovering`):
+    window start, window end and capture index of each, three integers per packet in
+    ``items`` from ``first`` on; and the header bytes the stream has used so far."""
+
+    def __init__(self) -> None:
+        self.items: list[int] = []
+        self.first = 0
+        self.seen = bytearray(256)
+        self.invalid = False
+
+    def release(self, dec: ItmDecoder, data: bytes, upto: int) -> None:
+        """Hand the held packets that end at or before window position ``upto`` to ``dec``."""
+        items = self.items
+        h = self.first
+        n = len(items)
+        while h < n and items[h + 1] <= upto:
+            _emit(dec, data, items[h], items[h + 1], items[h + 2])
+            h += 3
+        self.first = h
+
+    def start(self, p: int) -> int:
+        """Window position of the first held packet (``p`` when none is held)."""
+        return self.items[self.first] if self.first < len(self.items) else p
+
+    def clear(self) -> None:
+        """Forget the held packets."""
+        del self.items[:]
+        self.first = 0
+
+    def shift(self, keep: int) -> None:
+        """The window dropped its first ``keep`` bytes."""
+        items = self.items[self.first :]
+        for i in range(0, len(items), 3):
+            items[i] -= keep
+            items[i + 1] -= keep
+        self.items = items
+        self.first = 0
+
+    def run(self, dec: ItmDecoder, data: bytes, p: int, n: int, cur: IndexCursor) -> int:
+        """Read packets from window position ``p`` on, holding each back for :data:`BACK`
+        bytes; stop at an invalid packet (:attr:`invalid`), at a packet cut by the end
+        of the window, or when the decoder has output to take. Returns the position."""
+        items = self.items
+        seen = self.seen
+        self.invalid = False
+        while p < n:
+            e = packet_end(data, p)
+            if e == INVALID:
+                self.invalid = True
+                return p
+            if e > n:
+                return p  # the packet goes on in the next block
+            items.append(p)
+            items.append(e)
+            items.append(cur.base + p if p < cur.limit else cur.at(p))
+            seen[data[p]] = 1
+            p = e
+            h = self.first
+            if items[h + 1] + BACK <= p:
+                self.release(dec, data, p - BACK)
+                if self.first > 3072:
+                    del items[: self.first]
+                    self.first = 0
+                if dec.ready():
+                    return p
+        return p
+
+
 def _read_recovering(
-    win: BlockWindow, start: int, complete: bool
-) -> Generator[ItmPacket, None, int]:
+    win: BlockWindow, start: int, complete: bool, dec: ItmDecoder
+) -> Generator[None, None, int]:
     """Packets from window position ``start`` when decoding without synchronisation.
 
     Packets are cut by the grammar of :func:`~cstrace.protocols.itm.boundary.packet_end`
-    and held back for :data:`BACK` bytes. At an invalid packet the reading that
-    led there went wrong somewhere (a byte lost, added or damaged on the line,
-    after which payload bytes were read as headers): the reading switches to the
+    and held back for :data:`BACK` bytes (:class:`_Held`). At an invalid packet the
+    reading that led there went wrong somewhere (a byte lost, added or damaged on the
+    line, after which payload bytes were read as headers): the reading switches to the
     earliest boundary, among the held-back bytes and the :data:`SPAN` bytes after
     the invalid one, from which packets read validly through the invalid place
     and :data:`RUN` packets beyond it. The held-back packets that overlap the
@@ -236,56 +444,56 @@ def _read_recovering(
     the invalid packet goes out and the decode start is searched for again from
     the byte after it (the return value: its window position; -1 at the end).
     """
-    held: list[tuple[int, int, ItmPacket]] = []  # (window start, window end, packet)
-    seen = bytearray(256)  # header bytes of the packets read so far
+    held = _Held()
     p = start
     while True:
         data = win.data
         n = len(data)
         final = win.final
+        cur = win.cursor(p)
         while p < n:
-            e = packet_end(data, p)
-            if e == INVALID:
-                lo = held[0][0] if held else p
-                t = _switch(data, lo, p, final, seen)
-                if t is None:
-                    for _s, _e, pkt in held:
-                        yield pkt
-                    yield Reserved(win.index_at(p), data[p : p + 1])
-                    return p + 1
-                kept = 0
-                while kept < len(held) and held[kept][1] <= t:
-                    kept += 1
-                for _s, _e, pkt in held[:kept]:
-                    yield pkt
-                cut = held[kept - 1][1] if kept else lo
-                bad = held[kept][2].KIND if kept < len(held) else HEADERS[data[cut]]
-                del held[:]
-                if t > cut:
-                    if cut == p and HEADERS[data[p]] == _P.RESERVED:
-                        yield Reserved(win.index_at(cut), data[cut:t])
-                    else:
-                        yield BadSequence(win.index_at(cut), data[cut:t], bad)
-                    at = win.index_at(t)
-                    yield Unsynced(at, b"", at, at)
-                p = t
+            p = held.run(dec, data, p, n, cur)
+            if dec.ready():
+                yield None
+            if not held.invalid:
+                if p < n and not dec.ready() and packet_end(data, p) > n:
+                    break  # the packet goes on in the next block
                 continue
-            if e > n:
-                break  # the packet goes on in the next block
-            held.append((p, e, _packet(data[p:e], win.index_at(p))))
-            seen[data[p]] = 1
-            p = e
-            while held and held[0][1] + BACK <= p:
-                yield held.pop(0)[2]
-        keep = held[0][0] if held else p
+            lo = held.start(p)
+            t = _switch(data, lo, p, final, held.seen)
+            if t is None:
+                held.release(dec, data, n)
+                _other(dec, Reserved(win.index_at(p), data[p : p + 1]))
+                yield None
+                return p + 1
+            first = held.first
+            held.release(dec, data, t)
+            items = held.items
+            h = held.first
+            cut = items[h - 2] if h > first else lo
+            bad = HEADERS[data[items[h]]] if h < len(items) else HEADERS[data[cut]]
+            held.clear()
+            if t > cut:
+                if cut == p and HEADERS[data[p]] == _P.RESERVED:
+                    _other(dec, Reserved(win.index_at(cut), data[cut:t]))
+                else:
+                    _other(dec, BadSequence(win.index_at(cut), data[cut:t], bad))
+                at = win.index_at(t)
+                _other(dec, Unsynced(at, b"", at, at))
+            p = t
+            cur = win.cursor(p)
+            if dec.ready():
+                yield None
+        keep = held.start(p)
         if not win.advance(keep):
-            for _s, _e, pkt in held:
-                yield pkt
+            held.release(dec, data, n)
             if p < n and complete:
-                yield IncompleteEot(win.index_at(p), data[p:], HEADERS[data[p]])
+                _other(dec, IncompleteEot(win.index_at(p), data[p:], HEADERS[data[p]]))
             return -1
-        held = [(s - keep, e - keep, pkt) for s, e, pkt in held]
+        held.shift(keep)
         p -= keep
+        if dec.ready():
+            yield None
 
 
 def _switch(data: bytes, lo: int, bad: int, final: bool, seen: bytearray) -> int | None:
@@ -356,38 +564,7 @@ def _reads_on(data: bytes, q: int, final: bool, seen: bytearray) -> int | None:
     return novel
 
 
-def _packet(raw: bytes, index: int) -> ItmPacket:
-    """The packet of the valid packet bytes ``raw`` (``packet_end`` says where it ends)."""
-    hdr = raw[0]
-    kind = HEADERS[hdr]
-    if kind == _P.SWIT or kind == _P.DWT:
-        value = int.from_bytes(raw[1:], "little")
-        cls = Swit if kind == _P.SWIT else Dwt
-        return cls(index, raw, (hdr >> 3) & 0x1F, value, len(raw) - 1)
-    if kind == _P.ASYNC:
-        return Async(index, raw)
-    if kind == _P.OVERFLOW:
-        return Overflow(index, raw)
-    size = len(raw) - 1
-    if kind == _P.TS_LOCAL:
-        if not hdr & 0x80:
-            return LocalTs(index, raw, 0, (hdr >> 4) & 7, 1, True)
-        return LocalTs(index, raw, (hdr >> 4) & 3, _cont_value(raw), size)
-    if kind == _P.TS_GLOBAL_1:
-        flags = 0
-        if size == 4:
-            flags = (raw[4] >> 5) & 3
-            raw = raw[:4] + bytes([raw[4] & 0x1F])
-        return GlobalTs1(index, raw, flags, _cont_value(raw), size)
-    if kind == _P.TS_GLOBAL_2:
-        return GlobalTs2(index, raw, _cont_value(raw) & 0xFF_FFFF_FFFF, size)
-    if not hdr & 0x80:
-        return Extension(index, raw, bool(hdr & 4), 2, (hdr >> 4) & 7)
-    value = ((_cont_value(raw) << 3) | ((hdr >> 4) & 7)) & 0xFFFF_FFFF
-    return Extension(index, raw, bool(hdr & 4), _EXT_BITS[size], value)
-
-
-def _search_sync(win: BlockWindow, framed: bool) -> Generator[ItmPacket, None, int]:
+def _search_sync(win: BlockWindow, framed: bool, dec: ItmDecoder) -> Generator[None, None, int]:
     """Before the first synchronization packet: NOTSYNC packets, then the ASYNC packet.
 
     This is the reference's search, block by block (its blocks, see
@@ -430,7 +607,10 @@ def _search_sync(win: BlockWindow, framed: bool) -> Generator[ItmPacket, None, i
                         pos += 1
                         raw.append(b)
                         if b == 0x80:
-                            yield Async(pkt_index, bytes(raw))
+                            if dec.tap is not None:
+                                dec.tap.append(Async(pkt_index, bytes(raw)))
+                            else:
+                                dec.async_packet(pkt_index)
                             return s + pos
                         if b:
                             err = True
@@ -446,7 +626,7 @@ def _search_sync(win: BlockWindow, framed: bool) -> Generator[ItmPacket, None, i
                     if b == 0:
                         sync_start = True
                         if dump or not sent_notsync:
-                            yield NotSync(pkt_index, bytes(raw[:dump]), not sent_notsync)
+                            _other(dec, NotSync(pkt_index, bytes(raw[:dump]), not sent_notsync))
                         sent_notsync = True
                         del raw[:dump]
                         dump = 0
@@ -454,130 +634,114 @@ def _search_sync(win: BlockWindow, framed: bool) -> Generator[ItmPacket, None, i
                     else:
                         dump += 1
                         if dump >= 8:
-                            yield NotSync(pkt_index, bytes(raw[:dump]), not sent_notsync)
+                            _other(dec, NotSync(pkt_index, bytes(raw[:dump]), not sent_notsync))
                             sent_notsync = True
                             del raw[:dump]
                             dump = 0
             if not sync_start:
                 if dump or not sent_notsync:
-                    yield NotSync(pkt_index, bytes(raw[:dump]), not sent_notsync)
+                    _other(dec, NotSync(pkt_index, bytes(raw[:dump]), not sent_notsync))
                 sent_notsync = True
                 del raw[:dump]
+        if dec.ready():
+            yield None
         if not win.advance(held):
             return -1
 
 
+def _synced_run(dec: ItmDecoder, data: bytes, p: int, n: int, cur: IndexCursor) -> int:
+    """Read packets from window position ``p`` on, once synchronised, into ``dec``; stop
+    at the end of the window, at a packet cut by it, when the decoder has output to
+    take, or after a RESERVED or BAD_SEQUENCE packet (``dec.fatal``: the reference
+    stops reading there). Returns the position reached."""
+    while p < n:
+        index = cur.base + p if p < cur.limit else cur.at(p)
+        hdr = data[p]
+        kind = KINDS[hdr]
+        stop = p + 1
+        if kind in (_SWIT, _DWT):
+            stop = p + 1 + _PAYLOAD_SIZE[hdr & 3]
+            if stop > n:
+                return p  # the packet goes on past the window
+        elif kind == _RESERVED:
+            _other(dec, Reserved(index, data[p:stop]))
+            dec.fatal = True
+            return stop
+        elif kind == _ASYNC:
+            i = p + 1
+            bad = False
+            while i < n and i < p + 5:
+                i += 1
+                if data[i - 1]:
+                    bad = True
+                    break
+            found = False
+            while not bad and i < n:
+                b = data[i]
+                i += 1
+                if b == 0x80:
+                    found = True
+                    break
+                if b:
+                    bad = True
+            if bad:
+                _other(dec, BadSequence(index, data[p:i], _P.ASYNC))
+                dec.fatal = True
+                return i
+            if not found:
+                return p
+            stop = i
+        elif kind == _OVERFLOW or (not hdr & 0x80 and kind in (_TS_LOCAL, _EXTENSION)):
+            pass  # one byte: the value, if any, is in the header
+        else:
+            # Continuation bytes: bit 7 set while more follow, up to a limit.
+            limit = p + _CONT_LIMIT[kind]
+            i = p + 1
+            while i < limit and i < n and data[i] & 0x80:
+                i += 1
+            if i >= limit:
+                _other(dec, BadSequence(index, data[p:limit], HEADERS[hdr]))
+                dec.fatal = True
+                return limit
+            if i >= n:
+                return p
+            stop = i + 1
+        _emit(dec, data, p, stop, index)
+        p = stop
+        if dec.ready():
+            return p
+    return p
+
+
 def _read_synced(
-    win: BlockWindow, start: int, complete: bool, recover: bool = False
-) -> Generator[ItmPacket, None, int]:
-    """After the first synchronization packet: packets one at a time from window position ``start``.
+    win: BlockWindow, start: int, complete: bool, dec: ItmDecoder
+) -> Generator[None, None, int]:
+    """After the first synchronization packet: packets one at a time from window position
+    ``start`` (:func:`_synced_run`).
 
     Once synchronised, a packet's index is that of its header byte, so block
     boundaries no longer matter: the window is read as one byte string, and a
     packet cut by its end is read again, whole, with the next window. Returns
-    -1 at the end of the stream or after a RESERVED or BAD_SEQUENCE packet;
-    with ``recover``, after such a packet, the window position of the byte after
-    its header instead (where a search for the next decode start begins).
+    -1 at the end of the stream or after a RESERVED or BAD_SEQUENCE packet (the
+    reference stops there).
     """
-    data = win.data
-    n = len(data)
-    # Capture indices come from the cursor: inside its current run the index of
-    # position p is base + p, up to position run_end.
-    cur = win.cursor(start)
-    base = cur.base
-    run_end = cur.limit
-    headers = HEADERS
     p = start
     while True:
-        while p < n:
-            if p >= run_end:
-                cur.at(p)
-                base = cur.base
-                run_end = cur.limit
-            index = base + p
-            hdr = data[p]
-            kind = headers[hdr]
-            out: ItmPacket | None = None
-            stop = p + 1
-            if kind == _P.SWIT or kind == _P.DWT:
-                stop = p + 1 + _PAYLOAD_SIZE[hdr & 3]
-                if stop <= n:
-                    value = int.from_bytes(data[p + 1 : stop], "little")
-                    cls = Swit if kind == _P.SWIT else Dwt
-                    out = cls(index, data[p:stop], (hdr >> 3) & 0x1F, value, stop - p - 1)
-            elif kind == _P.TS_LOCAL and not hdr & 0x80:
-                out = LocalTs(index, data[p:stop], 0, (hdr >> 4) & 7, 1, True)
-            elif kind == _P.OVERFLOW:
-                out = Overflow(index, data[p:stop])
-            elif kind == _P.EXTENSION and not hdr & 0x80:
-                out = Extension(index, data[p:stop], bool(hdr & 4), 2, (hdr >> 4) & 7)
-            elif kind == _P.RESERVED:
-                yield Reserved(index, data[p:stop])
-                return p + 1 if recover else -1
-            elif kind == _P.ASYNC:
-                i = p + 1
-                bad = False
-                while i < n and i < p + 5:
-                    i += 1
-                    if data[i - 1]:
-                        bad = True
-                        break
-                while not bad and i < n:
-                    b = data[i]
-                    i += 1
-                    if b == 0x80:
-                        out = Async(index, data[p:i])
-                        break
-                    if b:
-                        bad = True
-                if bad:
-                    yield BadSequence(index, data[p:i], kind)
-                    return p + 1 if recover else -1
-                stop = i
-            else:
-                # Continuation bytes: bit 7 set while more follow, up to a limit.
-                limit = p + _CONT_LIMIT[kind]
-                i = p + 1
-                while i < limit and i < n and data[i] & 0x80:
-                    i += 1
-                if i < limit and i < n:
-                    stop = i + 1
-                    raw = data[p:stop]
-                    size = stop - p - 1
-                    if kind == _P.TS_LOCAL:
-                        out = LocalTs(index, raw, (hdr >> 4) & 3, _cont_value(raw), size)
-                    elif kind == _P.TS_GLOBAL_1:
-                        flags = 0
-                        if size == 4:
-                            # The reference moves the ClkCh and Wrap bits out of the last
-                            # byte, and prints the byte without them.
-                            flags = (raw[4] >> 5) & 3
-                            raw = raw[:4] + bytes([raw[4] & 0x1F])
-                        out = GlobalTs1(index, raw, flags, _cont_value(raw), size)
-                    elif kind == _P.TS_GLOBAL_2:
-                        value = _cont_value(raw) & 0xFF_FFFF_FFFF  # 40 bits kept
-                        out = GlobalTs2(index, raw, value, size)
-                    else:
-                        value = ((_cont_value(raw) << 3) | ((hdr >> 4) & 7)) & 0xFFFF_FFFF
-                        out = Extension(index, raw, bool(hdr & 4), _EXT_BITS[size], value)
-                elif i >= limit:
-                    yield BadSequence(index, data[p:limit], kind)
-                    return p + 1 if recover else -1
-                else:
-                    stop = n + 1
-            if out is None:
-                break  # the packet goes on past the window, or the stream ends inside it
-            yield out
-            p = stop
+        data = win.data
+        n = len(data)
+        cur = win.cursor(p)
+        while True:
+            p = _synced_run(dec, data, p, n, cur)
+            if dec.fatal:
+                yield None
+                return -1
+            if not dec.ready():
+                break
+            yield None
         # The window is used up, or the packet at ``p`` is cut by its end: keep
         # that packet's bytes and read it again, whole, with the next block.
         if not win.advance(p):
             if p < n and complete:
-                yield IncompleteEot(index, data[p:], kind)
+                _other(dec, IncompleteEot(win.index_at(p), data[p:], HEADERS[data[p]]))
             return -1
-        data = win.data
-        n = len(data)
         p = 0
-        cur = win.cursor()
-        base = cur.base
-        run_end = cur.limit
