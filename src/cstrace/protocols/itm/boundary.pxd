@@ -5,6 +5,8 @@
 cimport cython
 
 
-@cython.locals(n=Py_ssize_t, h=cython.int, low=cython.int, size=cython.int, disc=cython.int, end=Py_ssize_t,
+cdef Py_ssize_t _SHORT_ZEROS
+
+@cython.locals(short=Py_ssize_t, n=Py_ssize_t, h=cython.int, low=cython.int, size=cython.int, disc=cython.int, end=Py_ssize_t,
                i=Py_ssize_t, nib=cython.int, longest=cython.int, limit=Py_ssize_t)
 cpdef Py_ssize_t packet_end(bytes data, Py_ssize_t p) except? -2

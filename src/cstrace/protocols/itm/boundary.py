@@ -51,6 +51,10 @@ _ZEROS_END = unsynced.RunEnd(re.compile(b"\x00{4,}"), re.compile(b"[^\x00]"), 4)
 """The end of the zero bytes after a zero header (four or more make a synchronisation
 packet's run of at least five)."""
 
+_SHORT_ZEROS = 32
+"""Zero bytes after a zero header looked at one by one; a longer run is measured by
+``_ZEROS_END`` (once per data, however many of its bytes are tried as a packet start)."""
+
 # Longest packet (header included) of the packets with continuation bytes, by header.
 _CONTINUED = {0x94: 5, 0xB4: 7}
 
@@ -75,7 +79,12 @@ def packet_end(data: bytes, p: int) -> int:
         end = p + 1 + size
         return end if end <= n else n + 1
     if h == 0:  # synchronisation: at least five zero bytes, then 0x80
-        i = _ZEROS_END(data, p + 1)  # (a long run of zeros measured once)
+        i = p + 1
+        short = min(n, p + _SHORT_ZEROS)
+        while i < short and not data[i]:
+            i += 1
+        if i == short:
+            i = _ZEROS_END(data, i)  # (a long run of zeros measured once)
         if i >= n:
             return n + 1
         return i + 1 if data[i] == 0x80 and i - p >= 5 else INVALID

@@ -10,8 +10,9 @@ from cstrace.protocols.itm.decoder cimport ItmDecoder
 from cstrace.protocols.itm.boundary cimport packet_end
 
 cdef int _SWIT, _DWT, _ASYNC, _OVERFLOW, _TS_LOCAL, _TS_GLOBAL_1, _TS_GLOBAL_2
-cdef int _EXTENSION, _RESERVED
-cdef bytes _CONT_LIMIT, _PAYLOAD_SIZE, _EXT_BITS
+cdef int _EXTENSION, _RESERVED, _HELD
+cdef Py_ssize_t _BACK
+cdef bytes _KINDS, _CONT_LIMIT, _PAYLOAD_SIZE, _EXT_BITS
 
 
 cpdef void _other(ItmDecoder dec, object pkt) except *
@@ -36,18 +37,23 @@ cpdef Py_ssize_t _synced_run(
 
 @cython.final
 cdef class _Held:
-    cdef public list items
-    cdef public Py_ssize_t first
+    cdef long long[:] items
+    cdef public Py_ssize_t first, end
     cdef public bytearray seen
     cdef public bint invalid
 
-    @cython.locals(items=list, h=Py_ssize_t, n=Py_ssize_t)
+    @cython.locals(items="long long[:]", h=Py_ssize_t, n=Py_ssize_t)
     cpdef void release(self, ItmDecoder dec, bytes data, Py_ssize_t upto) except *
+    cpdef long long item(self, Py_ssize_t i) except? -1
     cpdef Py_ssize_t start(self, Py_ssize_t p) except -1
     cpdef void clear(self) except *
+
+    @cython.locals(items="long long[:]", i=Py_ssize_t)
     cpdef void shift(self, Py_ssize_t keep) except *
 
-    @cython.locals(e=Py_ssize_t, h=Py_ssize_t, items=list, seen=bytearray)
+    @cython.locals(
+        e=Py_ssize_t, k=Py_ssize_t, held=Py_ssize_t, items="long long[:]", seen=bytearray
+    )
     cpdef Py_ssize_t run(
         self, ItmDecoder dec, bytes data, Py_ssize_t p, Py_ssize_t n, IndexCursor cur
     ) except -1

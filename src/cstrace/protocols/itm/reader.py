@@ -31,6 +31,7 @@ way, from the byte after the bad header, instead of stopping.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Generator, Iterator
 from typing import Any
 
@@ -132,6 +133,7 @@ HEADERS: tuple[ItmPktType, ...] = _build(HEADER_ROWS)
 """Packet type of every header byte."""
 KINDS = bytes(HEADERS)
 """The same, as numbers (for the reader's loop)."""
+_KINDS = KINDS  # (a C global when compiled)
 
 _SWIT = 5  # the ItmPktType numbers, for the compiled loop
 _DWT = 6
@@ -261,7 +263,7 @@ def _emit(dec: ItmDecoder, data: bytes, p: int, e: int, index: int) -> None:
     if dec.tap is not None:
         dec.raw = data[p:e]
     hdr = data[p]
-    kind = KINDS[hdr]
+    kind = _KINDS[hdr]
     size = e - p - 1
     if kind in (_SWIT, _DWT):
         value = 0
@@ -357,14 +359,21 @@ BACK = 256
 back the reading can still switch to another boundary when it meets an invalid packet."""
 
 
+_BACK = BACK
+_HELD = 3 * 1024
+"""Room for the integers of held packets (three each; a packet has at least one byte,
+so :data:`BACK` bytes hold at most that many packets, and a few more until released)."""
+
+
 class _Held:
     """The packets a reading without synchronisation holds back (:func:`_read_recovering`):
     window start, window end and capture index of each, three integers per packet in
-    ``items`` from ``first`` on; and the header bytes the stream has used so far."""
+    ``items[first:end]``; and the header bytes the stream has used so far."""
 
     def __init__(self) -> None:
-        self.items: list[int] = []
+        self.items = array("q", bytes(8 * _HELD))
         self.first = 0
+        self.end = 0
         self.seen = bytearray(256)
         self.invalid = False
 
@@ -372,29 +381,30 @@ class _Held:
         """Hand the held packets that end at or before window position ``upto`` to ``dec``."""
         items = self.items
         h = self.first
-        n = len(items)
+        n = self.end
         while h < n and items[h + 1] <= upto:
             _emit(dec, data, items[h], items[h + 1], items[h + 2])
             h += 3
         self.first = h
 
+    def item(self, i: int) -> int:
+        """``items[i]``."""
+        return self.items[i]
+
     def start(self, p: int) -> int:
         """Window position of the first held packet (``p`` when none is held)."""
-        return self.items[self.first] if self.first < len(self.items) else p
+        return int(self.items[self.first]) if self.first < self.end else p
 
     def clear(self) -> None:
         """Forget the held packets."""
-        del self.items[:]
-        self.first = 0
+        self.first = self.end = 0
 
     def shift(self, keep: int) -> None:
         """The window dropped its first ``keep`` bytes."""
-        items = self.items[self.first :]
-        for i in range(0, len(items), 3):
+        items = self.items
+        for i in range(self.first, self.end, 3):
             items[i] -= keep
             items[i + 1] -= keep
-        self.items = items
-        self.first = 0
 
     def run(self, dec: ItmDecoder, data: bytes, p: int, n: int, cur: IndexCursor) -> int:
         """Read packets from window position ``p`` on, holding each back for :data:`BACK`
@@ -405,22 +415,28 @@ class _Held:
         self.invalid = False
         while p < n:
             e = packet_end(data, p)
-            if e == INVALID:
+            if e < 0:  # INVALID
                 self.invalid = True
                 return p
             if e > n:
                 return p  # the packet goes on in the next block
-            items.append(p)
-            items.append(e)
-            items.append(cur.base + p if p < cur.limit else cur.at(p))
+            k = self.end
+            if k + 3 > _HELD:
+                # move the held packets to the front (at most BACK bytes' worth are held)
+                held = 0
+                for k in range(self.first, self.end):
+                    items[held] = items[k]
+                    held += 1
+                self.first = 0
+                k = self.end = held
+            items[k] = p
+            items[k + 1] = e
+            items[k + 2] = cur.base + p if p < cur.limit else cur.at(p)
+            self.end = k + 3
             seen[data[p]] = 1
             p = e
-            h = self.first
-            if items[h + 1] + BACK <= p:
-                self.release(dec, data, p - BACK)
-                if self.first > 3072:
-                    del items[: self.first]
-                    self.first = 0
+            if items[self.first + 1] + _BACK <= p:
+                self.release(dec, data, p - _BACK)
                 if dec.ready():
                     return p
         return p
@@ -468,10 +484,9 @@ def _read_recovering(
                 return p + 1
             first = held.first
             held.release(dec, data, t)
-            items = held.items
             h = held.first
-            cut = items[h - 2] if h > first else lo
-            bad = HEADERS[data[items[h]]] if h < len(items) else HEADERS[data[cut]]
+            cut = held.item(h - 2) if h > first else lo
+            bad = HEADERS[data[held.item(h)]] if h < held.end else HEADERS[data[cut]]
             held.clear()
             if t > cut:
                 if cut == p and HEADERS[data[p]] == _P.RESERVED:
@@ -657,7 +672,7 @@ def _synced_run(dec: ItmDecoder, data: bytes, p: int, n: int, cur: IndexCursor) 
     while p < n:
         index = cur.base + p if p < cur.limit else cur.at(p)
         hdr = data[p]
-        kind = KINDS[hdr]
+        kind = _KINDS[hdr]
         stop = p + 1
         if kind in (_SWIT, _DWT):
             stop = p + 1 + _PAYLOAD_SIZE[hdr & 3]
