@@ -18,6 +18,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -140,6 +141,37 @@ class OptionalBuildExt(build_ext):
         )
 
 
+_CIMPORT = re.compile(r"^\s*from\s+([\w.]+)\s+cimport\b", re.MULTILINE)
+
+
+def _pxd_of(name: str) -> Path:
+    return Path("src", *name.split(".")).with_suffix(".pxd")
+
+
+def _drop_stale_c(names: tuple[str, ...]) -> None:
+    """Delete the generated C file of a hot module when a ``.pxd`` it cimports (directly
+    or not) is newer: Cython's own check follows the ``.py``'s cimports but not those of
+    the ``.pxd`` beside it, and a C file made against another layout of an extension
+    type fails to import."""
+    for name in names:
+        c_file = Path("src", *name.split(".")).with_suffix(".c")
+        if not c_file.is_file():
+            continue
+        built = c_file.stat().st_mtime
+        seen: set[str] = set()
+        todo = [name]
+        while todo:
+            mod = todo.pop()
+            pxd = _pxd_of(mod)
+            if mod in seen or not pxd.is_file():
+                continue
+            seen.add(mod)
+            if pxd.stat().st_mtime > built:
+                c_file.unlink()
+                break
+            todo.extend(_CIMPORT.findall(pxd.read_text()))
+
+
 def extensions() -> list:  # type: ignore[type-arg]
     """The Cython extensions of the hot modules, or none when they cannot be made."""
     if os.environ.get("CSTRACE_BUILD_PURE", "") not in ("", "0"):
@@ -151,6 +183,7 @@ def extensions() -> list:  # type: ignore[type-arg]
         return []
     from setuptools import Extension
 
+    _drop_stale_c(HOT_MODULES)
     exts = [
         Extension(name, [str(Path("src", *name.split(".")).with_suffix(".py"))], optional=True)
         for name in HOT_MODULES

@@ -85,6 +85,7 @@ HOT_MODULES: tuple[str, ...] = (
     "cstrace.protocols.etmv3.decoder",
     "cstrace.protocols.stm.reader",
     "cstrace.protocols.stm.decoder",
+    "cstrace.protocols.kit",
     "cstrace.protocols.itm.boundary",
     "cstrace.protocols.itm.decoder",
     "cstrace.protocols.itm.reader",
@@ -93,7 +94,7 @@ HOT_MODULES: tuple[str, ...] = (
 
 ``isa/blocks.py``, ``isa/scan.py``, ``protocols/packet.py``,
 ``protocols/etmv4/packets.py``, ``protocols/etmv4/decoder.py``,
-``protocols/etmv4/reader.py``, ``protocols/itm/boundary.py``,
+``protocols/etmv4/reader.py``, ``protocols/kit.py``, ``protocols/itm/boundary.py``,
 ``protocols/itm/decoder.py``, ``protocols/itm/reader.py`` and ``rows.py`` have a
 ``.pxd`` beside them (extension types, typed loops). The others are compiled as
 they are: the instruction classifiers and the memory map (called for each new

@@ -1,33 +1,28 @@
 # C types for cstrace/protocols/itm/decoder.py when Cython compiles it (pure-Python
-# mode): the decoder is an extension type whose packet methods the reader's loop
-# calls as C functions, and whose element columns are typed memoryviews. The .py
-# stays the source.
+# mode): the decoder is an extension type (derived from the kit's element sink)
+# whose packet methods the reader's loop calls as C functions, and whose element
+# columns are typed memoryviews. The .py stays the source.
 
 cimport cython
 
-cdef int _NO_SYNC, _WAIT_SYNC, _DECODE, _TS_GLOBAL, _ITMTRACE
+from cstrace.protocols.kit cimport ElementSink
+
+cdef int _TS_GLOBAL, _ITMTRACE
 cdef unsigned long long _MASK64, _MASK26
 cdef tuple _PKT_TYPES
 
 
-@cython.final
-cdef class ItmDecoder:
-    cdef public int prescale, trace_id, state, page
-    cdef public bint recover, need_gts2, freq_change, overflow, stopped, fatal, columns
-    cdef public object reason, pending, raw, last_other
-    cdef public long long last
+# (not final: Cython would then refuse the overriding of the sink's bind_columns)
+cdef class ItmDecoder(ElementSink):
+    cdef public int prescale, page
+    cdef public bint recover, need_gts2, freq_change, overflow
     cdef public unsigned long long local_ts, global_ts
-    cdef public list objects, tap, sync_at, overflow_at
-    cdef public dict handlers, _arrays
-    cdef public Py_ssize_t packets, limit, syncs, overflows, size, rows
     cdef unsigned char[:] c_type, c_pkt, c_src, c_size, c_tsv, c_ovf, c_freq
     cdef long long[:] c_offset
     cdef unsigned long long[:] c_value, c_ts
 
-    cpdef void _new_columns(self) except *
-    cpdef bint ready(self)
-    cpdef void _element(self, object elem) except *
-    cpdef void _grow(self) except *
+    @cython.locals(arrays=dict)
+    cpdef void bind_columns(self) except *
 
     @cython.locals(r=Py_ssize_t, overflow=cython.bint)
     cpdef void _itm(
@@ -41,9 +36,6 @@ cdef class ItmDecoder:
         bint has_ts,
         bint freq,
     ) except *
-
-    @cython.locals(state=cython.int)
-    cpdef bint _gate(self, long long offset, bint is_async) except -1
 
     cpdef void _reset(self)
 

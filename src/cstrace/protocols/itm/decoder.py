@@ -9,14 +9,14 @@ decoder produces: ``NO_SYNC`` before the first synchronization packet, one
 ``ITMTRACE`` per software or hardware source payload, local timestamp and
 complete global timestamp, and ``EO_TRACE`` at the end.
 
-One decoder, :class:`ItmDecoder`, with one method per packet kind, and two
-sinks for what it outputs: element objects (``objects``, for a consumer that
-wants them one packet at a time, as the listing does), or element columns
-(:meth:`ItmDecoder.take` gives them as an :class:`~cstrace.batch.ElementBatch`,
+One decoder, :class:`ItmDecoder`, with one method per packet kind, built on
+the protocol kit's :class:`~cstrace.protocols.kit.ElementSink` (synchronisation
+state, loss counts, and the two sinks: element objects for a consumer that
+wants them one packet at a time, as the listing does, or element columns with
 no object per element: ``--format null``, Parquet, the loss report). The
 reader's loop calls the decoder's methods with packet fields, and makes packet
-objects only for a tap that asks for them (``tap``: the listing, ``--format
-packets``), so the element path has no object per packet either.
+objects only for a tap that asks for them (the listing, ``--format packets``),
+so the element path has no object per packet either.
 
 State kept across packets: the stimulus port page (extension packet with
 SH = 0 and a 3-bit payload: channel = page * 32 + port), the sum of local
@@ -42,14 +42,10 @@ reader's next UNSYNCED or synchronisation packet.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
-
-import numpy as np
 
 from cstrace.elements import (
     Diagnostic,
     Element,
-    EoTrace,
     ITMPacketType,
     ITMTrace,
     NoSync,
@@ -72,12 +68,9 @@ from cstrace.protocols.itm.packets import (
     Swit,
     Unsynced,
 )
+from cstrace.protocols.kit import NO_SYNC, WAIT_SYNC, ElementSink, elements_of
 
-__all__ = ["ItmDecoder", "iter_elements"]
-
-_NO_SYNC = 0
-_WAIT_SYNC = 1
-_DECODE = 2
+__all__ = ["COLUMNS", "ItmDecoder", "iter_elements"]
 
 _TS_GLOBAL = 6  # ITMPacketType.TS_GLOBAL
 _ITMTRACE = 18  # ElemType.ITMTRACE
@@ -85,18 +78,26 @@ _MASK64 = 0xFFFF_FFFF_FFFF_FFFF
 _MASK26 = 0x3FF_FFFF
 _PKT_TYPES = tuple(ITMPacketType)
 
-# The element columns this decoder writes (the others of the batch schema stay 0).
-_U8_COLUMNS = ("pkt_type", "src_id", "payload_size")
-_FLAG_COLUMNS = ("timestamp_valid", "overflow", "ts_freq_change")
+COLUMNS = (
+    ("type", "uint8"),
+    ("offset", "int64"),
+    ("pkt_type", "uint8"),
+    ("src_id", "uint8"),
+    ("payload_size", "uint8"),
+    ("value", "uint64"),
+    ("timestamp", "uint64"),
+    ("timestamp_valid", "uint8"),
+    ("overflow", "uint8"),
+    ("ts_freq_change", "uint8"),
+)
+"""The element columns the decoder writes (``ITMTRACE`` rows; booleans as bytes)."""
 
 
-class ItmDecoder:
-    """The ITM decoder's state, one method per packet kind, and its element sink.
+class ItmDecoder(ElementSink):
+    """The ITM decoder: its state and one method per packet kind (module text).
 
-    ``columns``: write ``ITMTRACE`` elements as column rows (:meth:`take`);
-    otherwise append element objects to :attr:`objects`. ``tap``: a list the
-    reader appends packet objects to instead of calling the packet methods
-    (:func:`~cstrace.protocols.itm.reader.iter_packets`).
+    ``columns``: write elements as column rows (:meth:`~ElementSink.take`);
+    otherwise as element objects in :attr:`~ElementSink.objects`.
     """
 
     def __init__(
@@ -109,58 +110,17 @@ class ItmDecoder:
     ) -> None:
         self.prescale = config.ts_prescale if isinstance(config, ItmConfig) else 1
         self.recover = isinstance(config, ItmConfig) and config.decode_before_sync
-        self.trace_id = trace_id
-        self.state = _NO_SYNC
-        self.reason = UnsyncReason.RESET_DECODER if reset else UnsyncReason.INIT_DECODER
-        self.last = 0
         self.local_ts = 0
         self.global_ts = 0
         self.page = 0
         self.need_gts2 = True
         self.freq_change = False
         self.overflow = False
-        self.stopped = False
-        """The reference stopped decoding at a bad packet (without ``decode_before_sync``)."""
-        self.pending: Diagnostic | None = None
-        self.objects: list[Any] = []
-        """Element objects (without ``columns``), or the rows of the elements other
-        than ``ITMTRACE`` (with it: ``(row, element)`` pairs)."""
-        self.tap: list[Packet] | None = None
-        self.raw = b""
-        """With a tap: the bytes of the packet whose fields the reader hands over."""
-        self.fatal = False
-        """The reader stopped at a RESERVED or BAD_SEQUENCE packet (as the reference does)."""
-        self.last_other: Packet | None = None
-        """The last packet given to :meth:`other` (the one the reader stopped at, if it did)."""
-        # packet counts, for the loss report (syncs and overflows: offsets as well)
-        self.packets = 0
-        self.limit = 0
-        self.syncs = 0
-        self.sync_at: list[int] = []
-        self.overflows = 0
-        self.overflow_at: list[int] = []
-        self.handlers: dict[type, Any] = {}
-        self.columns = columns
-        self.size = size
-        self.rows = 0
-        self._arrays: dict[str, Any] = {}
-        if columns:
-            self._new_columns()
+        super().__init__(trace_id, reset, columns, size, COLUMNS)
 
-    # ---------------------------------------------------------------- sinks
-
-    def _new_columns(self) -> None:
-        """Fresh columns for ``size`` rows."""
-        size = self.size
-        arrays: dict[str, Any] = {
-            "type": np.zeros(size, np.uint8),
-            "offset": np.zeros(size, np.int64),
-            "value": np.zeros(size, np.uint64),
-            "timestamp": np.zeros(size, np.uint64),
-        }
-        for name in _U8_COLUMNS + _FLAG_COLUMNS:
-            arrays[name] = np.zeros(size, np.uint8)
-        self._arrays = arrays
+    def bind_columns(self) -> None:
+        """Typed views of the columns."""
+        arrays = self.arrays
         self.c_type = arrays["type"]
         self.c_offset = arrays["offset"]
         self.c_value = arrays["value"]
@@ -171,36 +131,6 @@ class ItmDecoder:
         self.c_tsv = arrays["timestamp_valid"]
         self.c_ovf = arrays["overflow"]
         self.c_freq = arrays["ts_freq_change"]
-        self.rows = 0
-
-    def ready(self) -> bool:
-        """Whether there is output to take: a packet object in the tap, element objects,
-        or full columns."""
-        if self.tap is not None:
-            return len(self.tap) > 0
-        if self.columns:
-            return self.rows >= self.size
-        return len(self.objects) > 0
-
-    def _element(self, elem: Element) -> None:
-        """Output an element other than ``ITMTRACE`` (as an object in either sink)."""
-        if self.columns:
-            if self.rows >= self.size:
-                self._grow()
-            self.objects.append((self.rows, elem))
-            self.rows += 1
-        else:
-            self.objects.append(elem)
-
-    def _grow(self) -> None:
-        """Room for more rows than ``size`` (a packet's elements overflow full columns)."""
-        old = self._arrays
-        self.size *= 2
-        self._new_columns()
-        n = len(old["type"])
-        for name, col in old.items():
-            self._arrays[name][:n] = col
-        self.rows = n
 
     def _itm(
         self,
@@ -215,11 +145,10 @@ class ItmDecoder:
     ) -> None:
         """Output an ``ITMTRACE`` element (after the warning that waited for one)."""
         if self.pending is not None:
-            self._element(self.pending)
-            self.pending = None
+            self.flush_pending()
         overflow = self.overflow
         self.overflow = False
-        if not self.columns:
+        if not self.as_columns:
             self.objects.append(
                 ITMTrace(
                     offset,
@@ -233,9 +162,7 @@ class ItmDecoder:
                 )
             )
             return
-        r = self.rows
-        if r >= self.size:
-            self._grow()
+        r = self.next_row()
         self.c_type[r] = _ITMTRACE
         self.c_offset[r] = offset
         self.c_pkt[r] = pkt_type
@@ -246,54 +173,6 @@ class ItmDecoder:
         self.c_tsv[r] = has_ts
         self.c_ovf[r] = overflow
         self.c_freq[r] = freq
-        self.rows = r + 1
-
-    def take(self) -> Any:
-        """The rows written so far as an :class:`~cstrace.batch.ElementBatch` (None when
-        there are none); the columns start again empty."""
-        n = self.rows
-        if not n:
-            return None
-        from cstrace.batch import SCHEMA, ElementBatch
-
-        arrays = self._arrays
-        columns: dict[str, Any] = {}
-        for spec in SCHEMA:
-            col = arrays.get(spec.name)
-            if col is None:
-                columns[spec.name] = np.zeros(n, spec.dtype)
-            elif col.dtype != spec.dtype:
-                columns[spec.name] = col[:n].view(spec.dtype)
-            else:
-                columns[spec.name] = col[:n]
-        columns["trace_id"].fill(self.trace_id)
-        columns["obj"].fill(-1)
-        objects: list[object] = []
-        if self.objects:
-            rows = [r for r, _ in self.objects]
-            sub = ElementBatch.from_elements([e for _, e in self.objects], self.trace_id)
-            where = np.array(rows, np.intp)
-            for name, col in sub.columns.items():
-                columns[name][where] = col
-            objects = sub.objects
-            self.objects = []
-        self._new_columns()
-        return ElementBatch._trusted(columns, objects)
-
-    # ---------------------------------------------------------------- state
-
-    def _gate(self, offset: int, is_async: bool) -> bool:
-        """Before a packet: True when it is to be decoded (the decoder is synchronised)."""
-        self.last = offset
-        state = self.state
-        if state == _DECODE:
-            return True
-        if state == _NO_SYNC:
-            self._element(NoSync(offset, self.reason))
-            self.state = _WAIT_SYNC
-        if is_async:
-            self.state = _DECODE
-        return False
 
     def _reset(self) -> None:
         self.local_ts = self.global_ts = self.page = 0
@@ -308,7 +187,7 @@ class ItmDecoder:
             self.tap.append(Swit(offset, self.raw, src, value, size))
             return
         self.packets += 1
-        if self.stopped or not self._gate(offset, False):
+        if self.stopped or not self.gate(offset, False):
             return
         channel = (src & 0x1F) | ((self.page << 5) & 0xFF)
         self._itm(offset, 0, channel, size, value, 0, False, False)
@@ -319,7 +198,7 @@ class ItmDecoder:
             self.tap.append(Dwt(offset, self.raw, src, value, size))
             return
         self.packets += 1
-        if self.stopped or not self._gate(offset, False):
+        if self.stopped or not self.gate(offset, False):
             return
         self._itm(offset, 1, src, size, value, 0, False, False)
 
@@ -329,7 +208,7 @@ class ItmDecoder:
             self.tap.append(LocalTs(offset, self.raw, tc, value, size, compact))
             return
         self.packets += 1
-        if self.stopped or not self._gate(offset, False):
+        if self.stopped or not self.gate(offset, False):
             return
         ts = (self.local_ts + value * self.prescale) & _MASK64
         self.local_ts = ts
@@ -344,7 +223,7 @@ class ItmDecoder:
             self.tap.append(GlobalTs1(offset, raw, flags, value, size))
             return
         self.packets += 1
-        if self.stopped or not self._gate(offset, False):
+        if self.stopped or not self.gate(offset, False):
             return
         if flags & 2:
             self.need_gts2 = True
@@ -363,7 +242,7 @@ class ItmDecoder:
             self.tap.append(GlobalTs2(offset, self.raw, value, size))
             return
         self.packets += 1
-        if self.stopped or not self._gate(offset, False):
+        if self.stopped or not self.gate(offset, False):
             return
         self.global_ts = ((self.global_ts & _MASK26) | (value << 26)) & _MASK64
         freq = self.freq_change
@@ -377,7 +256,7 @@ class ItmDecoder:
             self.tap.append(Extension(offset, self.raw, hardware, nbits, value))
             return
         self.packets += 1
-        if self.stopped or not self._gate(offset, False):
+        if self.stopped or not self.gate(offset, False):
             return
         if not hardware and nbits == 2:
             self.page = value & 0xFF
@@ -388,10 +267,8 @@ class ItmDecoder:
             self.tap.append(Overflow(offset, self.raw))
             return
         self.packets += 1
-        self.overflows += 1
-        if len(self.overflow_at) < self.limit:
-            self.overflow_at.append(offset)
-        if self.stopped or not self._gate(offset, False):
+        self.count_overflow(offset)
+        if self.stopped or not self.gate(offset, False):
             return
         self.local_ts = 0
         self.overflow = True
@@ -402,26 +279,20 @@ class ItmDecoder:
             self.tap.append(Async(offset, self.raw))
             return
         self.packets += 1
-        self.syncs += 1
-        if len(self.sync_at) < self.limit:
-            self.sync_at.append(offset)
-        if self.stopped or not self._gate(offset, True):
+        self.count_sync(offset)
+        if self.stopped or not self.gate(offset, True):
             return
         self.pending = None  # synchronised before anything was decoded without it
 
     def other(self, pkt: Packet) -> None:
         """Any other packet, as an object: NOTSYNC, UNSYNCED, RESERVED, BAD_SEQUENCE,
         INCOMPLETE_EOT (rare: the loss report's handler for its class is called too)."""
-        self.packets += 1
-        self.last_other = pkt
-        handler = self.handlers.get(type(pkt))
-        if handler is not None:
-            handler(pkt)
+        self.count_other(pkt)
         if self.stopped:
             return
         if isinstance(pkt, NotSync) and not pkt.decoded:
             return  # printed by the reference, not passed to its decoder
-        if not self._gate(pkt.offset, isinstance(pkt, Unsynced)):
+        if not self.gate(pkt.offset, isinstance(pkt, Unsynced)):
             if isinstance(pkt, Unsynced):
                 self.pending = _unsynced_note(pkt, self.trace_id)
             return
@@ -430,16 +301,16 @@ class ItmDecoder:
                 self.stopped = True  # the reference stops decoding on a bad packet
                 return
             kind = DiagKind.BAD_PACKET if isinstance(pkt, Reserved) else DiagKind.BAD_SEQUENCE
-            self._element(
+            self.element(
                 Diagnostic(pkt.offset, self.trace_id, DiagCode.BAD_DECODE_PKT, kind, int(pkt.KIND))
             )
-            self._element(NoSync(pkt.offset, UnsyncReason.BAD_PACKET))
-            self.state = _WAIT_SYNC
+            self.element(NoSync(pkt.offset, UnsyncReason.BAD_PACKET))
+            self.state = WAIT_SYNC
             self._reset()
             self.pending = None
         elif isinstance(pkt, NotSync):
             # Not expected once synchronised; the reference starts over.
-            self.state = _NO_SYNC
+            self.state = NO_SYNC
             self._reset()
 
     def packet(self, pkt: Packet) -> None:
@@ -464,30 +335,13 @@ class ItmDecoder:
             case _:
                 self.other(pkt)
 
-    def finish(self, complete: bool) -> None:
-        """At the end of the stream: ``EO_TRACE`` (when the capture is complete and the
-        decoder did not stop at a bad packet)."""
-        if complete and not self.stopped:
-            self._element(EoTrace(self.last, UnsyncReason.EOT))
-
 
 def iter_elements(
     packets: Iterable[Packet], config: object, context: DecodeContext
 ) -> Iterator[Element]:
     """Decode ITM packet objects into ITM trace elements (those of each packet before the
     next packet is read)."""
-    dec = ItmDecoder(config, context.trace_id, context.reset)
-    out = dec.objects
-    for pkt in packets:
-        dec.packet(pkt)
-        if out:
-            yield from out
-            out.clear()
-        if dec.stopped:
-            return  # the reference stops decoding on a bad packet (reading no further)
-    dec.finish(context.complete)
-    yield from out
-    out.clear()
+    return elements_of(ItmDecoder(config, context.trace_id, context.reset), packets, context)
 
 
 def _unsynced_note(pkt: Unsynced, trace_id: int) -> Diagnostic:

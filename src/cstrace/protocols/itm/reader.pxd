@@ -44,7 +44,7 @@ cdef class _Held:
 
     @cython.locals(items="long long[:]", h=Py_ssize_t, n=Py_ssize_t)
     cpdef void release(self, ItmDecoder dec, bytes data, Py_ssize_t upto) except *
-    cpdef long long item(self, Py_ssize_t i) except? -1
+    cpdef Py_ssize_t item(self, Py_ssize_t i) except? -1
     cpdef Py_ssize_t start(self, Py_ssize_t p) except -1
     cpdef void clear(self) except *
 

@@ -58,7 +58,7 @@ from cstrace.protocols.itm.packets import (
     Reserved,
     Unsynced,
 )
-from cstrace.protocols.stm.reader import input_blocks
+from cstrace.protocols.kit import input_blocks, stream_rows
 from cstrace.tally import PacketCount
 
 __all__ = [
@@ -182,34 +182,10 @@ def iter_stream_rows(
     size: int = 65536,
 ) -> Iterator[list[Any]]:
     """The elements of one ITM trace ID's stream, read and decoded in one loop, as lists
-    of element rows (:mod:`cstrace.rows`) that each hold one
-    :class:`~cstrace.batch.ElementBatch` of at most about ``size`` rows.
-
-    ``count``, when given, counts the packets as :func:`cstrace.tally.counted` would
-    have counted the reader's (synchronisation and overflow packets by their offsets,
-    the others through their handlers).
-    """
+    of element rows that each hold one :class:`~cstrace.batch.ElementBatch` of about
+    ``size`` rows (:func:`cstrace.protocols.kit.stream_rows`)."""
     dec = ItmDecoder(config, context.trace_id, context.reset, True, size)
-    if count is not None:
-        dec.handlers = count.handlers
-        dec.limit = count.limit
-    done = False
-    try:
-        for _ in read(stream, config, context.complete, dec):
-            if dec.rows >= size:
-                yield [dec.take()]
-        done = True
-        dec.finish(context.complete)
-        batch = dec.take()
-        if batch is not None:
-            yield [batch]
-    finally:
-        if count is not None:
-            if dec.fatal and dec.last_other is not None:
-                count.last.append(dec.last_other)
-            count.occurred("sync", dec.syncs, dec.sync_at)
-            count.occurred("overflow", dec.overflows, dec.overflow_at)
-            count.add(dec.packets, done)
+    return stream_rows(read, dec, stream, config, context.complete, count)
 
 
 def read(stream: Stream, config: object, complete: bool, dec: ItmDecoder) -> Iterator[None]:
@@ -583,7 +559,7 @@ def _search_sync(win: BlockWindow, framed: bool, dec: ItmDecoder) -> Generator[N
     """Before the first synchronization packet: NOTSYNC packets, then the ASYNC packet.
 
     This is the reference's search, block by block (its blocks, see
-    :func:`~cstrace.protocols.stm.reader.input_blocks`), computing indices
+    :func:`~cstrace.protocols.kit.input_blocks`), computing indices
     inside a block from the block's index as the reference does. The last block
     of a window may go on in the next capture block: it is scanned with the
     next window. Returns the window position after the ASYNC packet, or -1 when

@@ -51,6 +51,7 @@ from typing import Any
 
 from cstrace.capture.stream import Stream
 from cstrace.capture.window import BlockWindow
+from cstrace.protocols.kit import READ_BLOCK, input_blocks
 from cstrace.protocols.stm.boundary import HORIZON, SPAN, find_async, find_start, first_certain
 from cstrace.protocols.stm.opcodes import (
     ACT_PACKET,
@@ -162,34 +163,6 @@ class _PastBlock:
         if self._framed:
             out += struct.pack("<II", len(block), 0)
         return (out + bytes(count))[:count]
-
-
-READ_BLOCK = 1024
-"""The reference lister reads a buffer file in blocks of this size; without
-formatter frames, these are the blocks its packet readers see."""
-
-
-def input_blocks(win: BlockWindow, first: int, framed: bool) -> Iterator[tuple[int, int, int]]:
-    """The blocks the reference hands to a packet reader, in a window's bytes.
-
-    Formatted captures: the data of one trace ID in one frame (a run of the
-    window). Unformatted (single-source) data: the lister's 1024-byte reads of
-    the buffer file, aligned on capture indices. Yields ``(start, end, capture
-    index)`` of each block from window position ``first``; the last one may go
-    on in the window's next block.
-    """
-    n = len(win.data)
-    cur = win.cursor(first)
-    start = first
-    while start < n:
-        index = cur.at(start)
-        end = cur.limit if cur.limit < n else n
-        if not framed:
-            cut = start + READ_BLOCK - index % READ_BLOCK
-            if cut < end:
-                end = cut
-        yield start, end, index
-        start = end
 
 
 def iter_packets(

@@ -1,0 +1,335 @@
+"""The protocol kit: what every protocol's reader and decoder share.
+
+Input: nothing of its own; the protocols build on it. Output: the pieces that
+were once written again in each protocol's folder.
+
+- :class:`ElementSink`, the base of a decoder class: the synchronisation state
+  (``NO_SYNC`` → waiting → decoding, :meth:`ElementSink.gate`), the warning held
+  back for the first element decoded without synchronisation
+  (:attr:`ElementSink.pending`), the counts the loss report wants of the
+  packets read (:meth:`ElementSink.count_sync`, :meth:`ElementSink.count_overflow`),
+  and the two sinks for the elements it outputs: element objects
+  (:attr:`ElementSink.objects`, one packet's at a time, for the listing), or
+  element columns (:meth:`ElementSink.take` gives them as an
+  :class:`~cstrace.batch.ElementBatch`, no object per element). A decoder
+  class writes its own element type's columns (its ``bind_columns`` types
+  them) and hands any other element to :meth:`ElementSink.element`.
+- The **reader contract**. A reader is a generator ``read(stream, config,
+  complete, dec)`` that cuts the stream into packets and hands each to the
+  decoder ``dec``: the common kinds as fields, to one method per packet kind;
+  the rare ones as packet objects (``dec.other(packet)``). It yields (None)
+  whenever ``dec.ready()`` says there is output to take. Packet objects are
+  made only for a tap: when ``dec.tap`` is a list, the decoder's packet
+  methods append packet objects to it instead of decoding (``dec.raw`` holds
+  the packet's bytes), which is how ``iter_packets`` (the listing, ``--format
+  packets``) is made from the same loop.
+- :func:`stream_rows` and :func:`elements_of`, the two ways out of that one
+  loop: element rows for a whole stream (``ProtocolSpec.iter_stream_rows``),
+  and element objects from packet objects (``ProtocolSpec.iter_elements``).
+- :func:`input_blocks`: the blocks the reference hands a packet reader.
+
+ITM and STM are built on the kit (:mod:`cstrace.protocols.itm`,
+:mod:`cstrace.protocols.stm`); ``docs/architecture.md`` says how a protocol
+is put together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from cstrace.capture.stream import Stream
+from cstrace.capture.window import BlockWindow
+from cstrace.elements import Diagnostic, Element, EoTrace, NoSync, UnsyncReason
+from cstrace.protocols.base import DecodeContext, Packet
+from cstrace.tally import PacketCount
+
+__all__ = [
+    "DECODE",
+    "NO_SYNC",
+    "READ_BLOCK",
+    "WAIT_SYNC",
+    "ElementSink",
+    "elements_of",
+    "input_blocks",
+    "stream_rows",
+]
+
+NO_SYNC = 0
+"""Synchronisation state: nothing read yet (the next packet first gives a ``NO_SYNC``)."""
+WAIT_SYNC = 1
+"""Synchronisation state: waiting for a synchronisation packet."""
+DECODE = 2
+"""Synchronisation state: decoding."""
+
+_NO_SYNC = NO_SYNC  # (C copies when compiled)
+_WAIT_SYNC = WAIT_SYNC
+_DECODE = DECODE
+
+READ_BLOCK = 1024
+"""The reference lister reads a buffer file in blocks of this size; without
+formatter frames, these are the blocks its packet readers see."""
+
+
+class ElementSink:
+    """The base of a decoder class (module text): synchronisation state, loss counts,
+    and the element sink, objects or columns.
+
+    ``columns``: the names and NumPy dtypes of the columns the decoder writes
+    itself (with ``as_columns``); the other columns of the batch schema are 0.
+    """
+
+    def __init__(
+        self,
+        trace_id: int,
+        reset: bool,
+        as_columns: bool,
+        size: int,
+        columns: tuple[tuple[str, str], ...],
+    ) -> None:
+        self.trace_id = trace_id
+        self.state = _NO_SYNC
+        self.reason = UnsyncReason.RESET_DECODER if reset else UnsyncReason.INIT_DECODER
+        self.last = 0
+        """Capture index of the last packet decoded (where ``EO_TRACE`` is)."""
+        self.stopped = False
+        """The decoder stopped at a bad packet, as the reference does."""
+        self.fatal = False
+        """The reader stopped at a bad packet, as the reference does."""
+        self.pending: Diagnostic | None = None
+        """The warning for elements decoded before any synchronisation packet, given
+        before the first of them."""
+        self.objects: list[Any] = []
+        """Element objects (without ``as_columns``), or ``(row, element)`` pairs of the
+        rows that are not the decoder's own element type (with it)."""
+        self.tap: list[Packet] | None = None
+        self.raw = b""
+        """With a tap: the bytes of the packet whose fields the reader hands over."""
+        self.last_other: Packet | None = None
+        """The last packet given to ``other`` (the one the reader stopped at, if it did)."""
+        self.packets = 0
+        self.limit = 0
+        self.syncs = 0
+        self.sync_at: list[int] = []
+        self.overflows = 0
+        self.overflow_at: list[int] = []
+        self.handlers: dict[type, Any] = {}
+        self.as_columns = as_columns
+        self.size = size
+        self.rows = 0
+        self.specs = columns
+        self.arrays: dict[str, Any] = {}
+        if as_columns:
+            self.new_columns()
+
+    # ---------------------------------------------------------------- the sink
+
+    def new_columns(self) -> None:
+        """Fresh columns for ``size`` rows."""
+        size = self.size
+        self.arrays = {name: np.zeros(size, dtype) for name, dtype in self.specs}
+        self.rows = 0
+        self.bind_columns()
+
+    def bind_columns(self) -> None:
+        """Take typed views of :attr:`arrays` (a decoder class does, for its own columns)."""
+
+    def ready(self) -> bool:
+        """Whether there is output to take: a packet object in the tap, element objects,
+        or full columns."""
+        if self.tap is not None:
+            return len(self.tap) > 0
+        if self.as_columns:
+            return self.rows >= self.size
+        return len(self.objects) > 0
+
+    def element(self, elem: Element) -> None:
+        """Output an element object (in the column sink: in its own row, filled by
+        :meth:`take`)."""
+        if self.as_columns:
+            row = self.next_row()
+            self.objects.append((row, elem))
+        else:
+            self.objects.append(elem)
+
+    def next_row(self) -> int:
+        """The number of a new row of the columns (more room made when they are full)."""
+        row = self.rows
+        if row >= self.size:
+            old = self.arrays
+            self.size *= 2
+            self.new_columns()
+            for name, col in old.items():
+                self.arrays[name][:row] = col
+        self.rows = row + 1
+        return row
+
+    def flush_pending(self) -> None:
+        """Before an element: the warning that waited for one, if any."""
+        if self.pending is not None:
+            self.element(self.pending)
+            self.pending = None
+
+    def take(self) -> Any:
+        """The rows written so far as an :class:`~cstrace.batch.ElementBatch` (None when
+        there are none); the columns start again empty."""
+        n = self.rows
+        if not n:
+            return None
+        from cstrace.batch import SCHEMA, ElementBatch
+
+        arrays = self.arrays
+        columns: dict[str, Any] = {}
+        for spec in SCHEMA:
+            col = arrays.get(spec.name)
+            if col is None:
+                columns[spec.name] = np.zeros(n, spec.dtype)
+            elif col.dtype != spec.dtype:
+                columns[spec.name] = col[:n].view(spec.dtype)
+            else:
+                columns[spec.name] = col[:n]
+        columns["trace_id"].fill(self.trace_id)
+        columns["obj"].fill(-1)
+        objects: list[object] = []
+        if self.objects:
+            rows = [r for r, _ in self.objects]
+            sub = ElementBatch.from_elements([e for _, e in self.objects], self.trace_id)
+            where = np.array(rows, np.intp)
+            for name, col in sub.columns.items():
+                columns[name][where] = col
+            objects = sub.objects
+            self.objects = []
+        self.new_columns()
+        return ElementBatch._trusted(columns, objects)
+
+    # ---------------------------------------------------------------- state
+
+    def gate(self, offset: int, syncs: bool) -> bool:
+        """Before a packet at capture index ``offset``: True when it is to be decoded.
+
+        The first packet gives a ``NO_SYNC``; while waiting, a packet that
+        synchronises (``syncs``) starts decoding with the next packet.
+        """
+        self.last = offset
+        state = self.state
+        if state == _DECODE:
+            return True
+        if state == _NO_SYNC:
+            self.element(NoSync(offset, self.reason))
+            self.state = _WAIT_SYNC
+        if syncs:
+            self.state = _DECODE
+        return False
+
+    def count_sync(self, offset: int) -> None:
+        """Count a synchronisation packet (for the loss report)."""
+        self.syncs += 1
+        if len(self.sync_at) < self.limit:
+            self.sync_at.append(offset)
+
+    def count_overflow(self, offset: int) -> None:
+        """Count an overflow packet (for the loss report)."""
+        self.overflows += 1
+        if len(self.overflow_at) < self.limit:
+            self.overflow_at.append(offset)
+
+    def count_other(self, pkt: Packet) -> None:
+        """Count a packet given as an object (its loss report handler, if any, sees it)."""
+        self.packets += 1
+        self.last_other = pkt
+        handler = self.handlers.get(type(pkt))
+        if handler is not None:
+            handler(pkt)
+
+    def finish(self, complete: bool) -> None:
+        """At the end of the stream: ``EO_TRACE`` (when the capture is complete and the
+        decoder did not stop at a bad packet)."""
+        if complete and not self.stopped:
+            self.element(EoTrace(self.last, UnsyncReason.EOT))
+
+
+Reader = Callable[[Stream, Any, bool, Any], Iterator[None]]
+"""A reader (module text): ``read(stream, config, complete, decoder)``."""
+
+
+def stream_rows(
+    read: Reader,
+    dec: ElementSink,
+    stream: Stream,
+    config: object,
+    complete: bool,
+    count: PacketCount | None = None,
+) -> Iterator[list[Any]]:
+    """The element rows of one stream, read by ``read`` into the column sink of ``dec``,
+    as lists of element rows (:mod:`cstrace.rows`) that each hold one
+    :class:`~cstrace.batch.ElementBatch`.
+
+    ``count``, when given, counts the packets as :func:`cstrace.tally.counted` would
+    have counted packet objects (synchronisation and overflow packets by their
+    offsets, the others through their handlers).
+    """
+    if count is not None:
+        dec.handlers = count.handlers
+        dec.limit = count.limit
+    size = dec.size
+    done = False
+    try:
+        for _ in read(stream, config, complete, dec):
+            if dec.rows >= size:
+                yield [dec.take()]
+        done = True
+        dec.finish(complete)
+        batch = dec.take()
+        if batch is not None:
+            yield [batch]
+    finally:
+        if count is not None:
+            if dec.fatal and dec.last_other is not None:
+                count.last.append(dec.last_other)
+            count.occurred("sync", dec.syncs, dec.sync_at)
+            count.occurred("overflow", dec.overflows, dec.overflow_at)
+            count.add(dec.packets, done)
+
+
+def elements_of(
+    dec: ElementSink, packets: Iterable[Packet], context: DecodeContext
+) -> Iterator[Element]:
+    """The element objects of packet objects, through ``dec.packet`` (those of each
+    packet before the next is read); stops where the decoder stops."""
+    out = dec.objects
+    decode = dec.packet  # type: ignore[attr-defined]
+    for pkt in packets:
+        decode(pkt)
+        if out:
+            yield from out
+            out.clear()
+        if dec.stopped:
+            return  # the reference stops decoding on a bad packet (reading no further)
+    dec.finish(context.complete)
+    yield from out
+    out.clear()
+
+
+def input_blocks(win: BlockWindow, first: int, framed: bool) -> Iterator[tuple[int, int, int]]:
+    """The blocks the reference hands to a packet reader, in a window's bytes.
+
+    Formatted captures: the data of one trace ID in one frame (a run of the
+    window). Unformatted (single-source) data: the lister's 1024-byte reads of
+    the buffer file, aligned on capture indices. Yields ``(start, end, capture
+    index)`` of each block from window position ``first``; the last one may go
+    on in the window's next block.
+    """
+    n = len(win.data)
+    cur = win.cursor(first)
+    start = first
+    while start < n:
+        index = cur.at(start)
+        end = cur.limit if cur.limit < n else n
+        if not framed:
+            cut = start + READ_BLOCK - index % READ_BLOCK
+            if cut < end:
+                end = cut
+        yield start, end, index
+        start = end
