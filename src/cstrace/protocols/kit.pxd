@@ -31,5 +31,6 @@ cdef class ElementSink:
     cpdef bint gate(self, long long offset, bint syncs) except -1
     cpdef void count_sync(self, long long offset) except *
     cpdef void count_overflow(self, long long offset) except *
+    cpdef void report(self, object pkt) except *
     cpdef void count_other(self, object pkt) except *
     cpdef void finish(self, bint complete) except *

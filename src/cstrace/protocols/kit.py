@@ -235,13 +235,17 @@ class ElementSink:
         if len(self.overflow_at) < self.limit:
             self.overflow_at.append(offset)
 
+    def report(self, pkt: Packet) -> None:
+        """Show a packet object to its loss report handler, if it has one."""
+        handler = self.handlers.get(type(pkt))
+        if handler is not None:
+            handler(pkt)
+
     def count_other(self, pkt: Packet) -> None:
         """Count a packet given as an object (its loss report handler, if any, sees it)."""
         self.packets += 1
         self.last_other = pkt
-        handler = self.handlers.get(type(pkt))
-        if handler is not None:
-            handler(pkt)
+        self.report(pkt)
 
     def finish(self, complete: bool) -> None:
         """At the end of the stream: ``EO_TRACE`` (when the capture is complete and the

@@ -15,7 +15,7 @@ from cstrace.protocols.base import ProtocolSpec
 from cstrace.protocols.stm import packets as _p
 from cstrace.protocols.stm.config import StmConfig, from_registers, with_options
 from cstrace.protocols.stm.decoder import iter_elements
-from cstrace.protocols.stm.reader import iter_packets
+from cstrace.protocols.stm.reader import iter_packets, iter_stream_rows
 
 __all__ = [
     "PROTOCOL",
@@ -39,6 +39,7 @@ PROTOCOL = ProtocolSpec(
     from_registers=from_registers,
     iter_packets=iter_packets,
     iter_elements=iter_elements,
+    iter_stream_rows=iter_stream_rows,
     with_options=with_options,
     idle_zeros=_idle_zeros,
     software_trace=True,

@@ -50,13 +50,13 @@ from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from cstrace.capture.stream import Stream
-from cstrace.capture.window import BlockWindow
-from cstrace.protocols.kit import READ_BLOCK, input_blocks
+from cstrace.capture.window import BlockWindow, IndexCursor
+from cstrace.protocols.base import DecodeContext
+from cstrace.protocols.kit import READ_BLOCK, input_blocks, stream_rows
 from cstrace.protocols.stm.boundary import HORIZON, SPAN, find_async, find_start, first_certain
+from cstrace.protocols.stm.decoder import StmDecoder
 from cstrace.protocols.stm.opcodes import (
     ACT_PACKET,
-    ACT_PREFIX_F,
-    ACT_PREFIX_F0,
     ACT_RESERVED,
     ACT_VERSION,
     OPCODES_1N,
@@ -69,26 +69,15 @@ from cstrace.protocols.stm.opcodes import (
     OpRow,
 )
 from cstrace.protocols.stm.packets import (
-    C8,
-    C16,
-    M8,
-    Async,
     BadSequence,
-    Data,
-    Flag,
-    Freq,
-    GErr,
     IncompleteEot,
-    MErr,
     NotSync,
-    Null,
     Reserved,
     StmPacket,
     StmPktType,
-    Trig,
     Unsynced,
-    Version,
 )
+from cstrace.tally import PacketCount
 
 __all__ = [
     "OPCODES_1N",
@@ -100,6 +89,8 @@ __all__ = [
     "gray_to_bin",
     "input_blocks",
     "iter_packets",
+    "iter_stream_rows",
+    "read",
 ]
 
 _P = StmPktType
@@ -172,41 +163,78 @@ def iter_packets(
 
     ``complete`` is False when the capture was cut short: then a packet in
     progress at the end is dropped instead of flushed as INCOMPLETE_EOT.
+    When ``config`` says ``decode_before_sync``, packets before the first ASYNC
+    are read too (module text). This is a tap on :func:`read`: the decoder's
+    packet methods make packet objects instead of decoding them.
+    """
+    dec = StmDecoder(config)
+    tap: list[StmPacket] = []
+    dec.tap = tap  # type: ignore[assignment]
+    for _ in read(stream, config, complete, dec):
+        yield from tap
+        tap.clear()
+    yield from tap
+
+
+def iter_stream_rows(
+    stream: Stream,
+    config: object,
+    context: DecodeContext,
+    count: PacketCount | None = None,
+    size: int = 65536,
+) -> Iterator[list[Any]]:
+    """The elements of one STM trace ID's stream, read and decoded in one loop, as lists
+    of element rows that each hold one :class:`~cstrace.batch.ElementBatch` of about
+    ``size`` rows (:func:`cstrace.protocols.kit.stream_rows`)."""
+    dec = StmDecoder(config, context.trace_id, context.reset, True, size)
+    return stream_rows(read, dec, stream, config, context.complete, count)
+
+
+def read(stream: Stream, config: object, complete: bool, dec: StmDecoder) -> Iterator[None]:
+    """Read one STM trace ID's bytes into the decoder ``dec`` (the kit's reader contract,
+    :mod:`cstrace.protocols.kit`): the packets of the synchronised stream as fields,
+    to the decoder's method for their kind; the rare ones as objects.
+
     The stream is read block by block through a
-    :class:`~cstrace.capture.window.BlockWindow`. When ``config`` says
-    ``decode_before_sync``, packets before the first ASYNC are read too
-    (module text).
+    :class:`~cstrace.capture.window.BlockWindow`.
     """
     win = BlockWindow(stream)
     if not win.advance(0):
         return
     sync = _SyncState()
     if getattr(config, "decode_before_sync", False):
-        pos, as_reference = yield from _resync(win, 0, True)
+        pos, as_reference = yield from _resync(win, 0, True, dec)
         if as_reference:
             # An ASYNC first: the reference's search finds it, and reads what precedes it.
-            pos = yield from _search_async(stream, win, sync)
+            pos = yield from _search_async(stream, win, sync, dec)
         while pos >= 0:
-            pos = yield from _read_synced(win, pos, sync, complete, True)
+            pos = yield from _read_synced(win, pos, sync, complete, True, dec)
             if pos >= 0:
-                pos, _ = yield from _resync(win, pos, False)
+                pos, _ = yield from _resync(win, pos, False, dec)
                 sync.num_f = 0
                 sync.sync_start = sync.is_sync = False
         return
-    start = yield from _search_async(stream, win, sync)
+    start = yield from _search_async(stream, win, sync, dec)
     if start >= 0:
-        yield from _read_synced(win, start, sync, complete)
+        yield from _read_synced(win, start, sync, complete, False, dec)
+
+
+def _other(dec: StmDecoder, pkt: StmPacket) -> None:
+    """A packet made as an object: to the tap, or to the decoder."""
+    tap = dec.tap
+    if tap is not None:
+        tap.append(pkt)
+    else:
+        dec.other(pkt)
 
 
 class _SyncState:
-    """The reference's ASYNC detector, run on every nibble (8-bit F counter).
+    """The reference's ASYNC detector, run on every nibble (8-bit F counter), and what
+    the synchronised reading keeps from window to window.
 
     When packets before ASYNC are decoded, it also keeps what must survive a
-    resynchronisation: the timestamp encoding (0 until a VERSION), and the
-    nibble string of the window last read (``hx`` of ``hx_data``).
+    resynchronisation: the timestamp encoding (0 until a VERSION).
     """
-
-    __slots__ = ("hx", "hx_data", "is_sync", "num_f", "sync_index", "sync_start", "ts_type")
 
     def __init__(self) -> None:
         self.num_f = 0
@@ -214,15 +242,50 @@ class _SyncState:
         self.is_sync = False
         self.sync_index = 0
         self.ts_type = 0
-        self.hx_data = b""
-        self.hx = ""
+        self.ts = 0
+        """The timestamp (its bits updated by each timestamped packet)."""
+        self.channel = 0
+        """The channel as C8 packets update it (their low byte)."""
+        self.cur_type = 0
+        """The packet type of the packet last read (that of an incomplete one at the end)."""
+        self.marker = False
+        """Whether that packet has a marker."""
+        self.cut = False
+        """The packet at the position :func:`_synced_run` returned goes on past the window."""
+        self.det = 0
+        """The window nibble up to which the detector has run."""
+
+    def detect(self, data: bytes, k: int, stop: int) -> None:
+        """Run the detector over window nibbles ``[k, stop)``."""
+        num_f = self.num_f
+        sync_start = self.sync_start
+        is_sync = self.is_sync
+        while k < stop:
+            b = data[k >> 1]
+            ch = b >> 4 if k & 1 else b & 15
+            k += 1
+            if ch == 15:
+                num_f = (num_f + 1) & 0xFF
+                sync_start = True
+            elif sync_start:
+                if ch == 0 and num_f >= 21:
+                    is_sync = True
+                else:
+                    num_f = 0
+                    sync_start = False
+                    is_sync = False
+        self.num_f = num_f
+        self.sync_start = sync_start
+        self.is_sync = is_sync
 
 
 _LOOKAHEAD = HORIZON // 2 + 1024
 """Bytes a search for a packet boundary looks at past where it begins (when the stream has them)."""
 
 
-def _resync(win: BlockWindow, q: int, first: bool) -> Generator[StmPacket, None, tuple[int, bool]]:
+def _resync(
+    win: BlockWindow, q: int, first: bool, dec: StmDecoder
+) -> Generator[None, None, tuple[int, bool]]:
     """Find the first unambiguous boundary from window nibble ``q``: an UNSYNCED packet.
 
     Nibbles that no valid reading starts from, and those before the boundary,
@@ -253,7 +316,11 @@ def _resync(win: BlockWindow, q: int, first: bool) -> Generator[StmPacket, None,
             # The reading from s needs more nibbles than the slice holds after it.
             if s > k:
                 first = False  # what is read from now on is no longer the reference's
-                yield NotSync(win.index_at((q + 1) >> 1), data[(q + 1) >> 1 : b0 + ((s + 1) >> 1)])
+                _other(
+                    dec,
+                    NotSync(win.index_at((q + 1) >> 1), data[(q + 1) >> 1 : b0 + ((s + 1) >> 1)]),
+                )
+                yield None
                 q = 2 * b0 + s
                 size = _LOOKAHEAD
             else:
@@ -268,13 +335,17 @@ def _resync(win: BlockWindow, q: int, first: bool) -> Generator[StmPacket, None,
         if start < 0:
             if at_end:
                 if len(hx) > k:
-                    yield NotSync(win.index_at((q + 1) >> 1), data[(q + 1) >> 1 :])
+                    _other(dec, NotSync(win.index_at((q + 1) >> 1), data[(q + 1) >> 1 :]))
                 return -1, False
             # Readings that never meet, and no ASYNC: skip what was searched (keeping
             # a margin for an ASYNC that goes on past the slice), then read on.
             skip = len(hx) - 2 * SPAN
             first = False
-            yield NotSync(win.index_at((q + 1) >> 1), data[(q + 1) >> 1 : b0 + ((skip + 1) >> 1)])
+            _other(
+                dec,
+                NotSync(win.index_at((q + 1) >> 1), data[(q + 1) >> 1 : b0 + ((skip + 1) >> 1)]),
+            )
+            yield None
             q = 2 * b0 + skip
             continue
         at = b0 + ((start + 1) >> 1)  # the packet's index is that of this byte
@@ -282,16 +353,16 @@ def _resync(win: BlockWindow, q: int, first: bool) -> Generator[StmPacket, None,
         if certain is None:
             if first:
                 return 2 * b0 + start, True
-            yield NotSync(win.index_at((q + 1) >> 1), skipped)
+            _other(dec, NotSync(win.index_at((q + 1) >> 1), skipped))
         else:
             index = win.index_at(at)
-            yield Unsynced(win.index_at((q + 1) >> 1), skipped, index, index)
+            _other(dec, Unsynced(win.index_at((q + 1) >> 1), skipped, index, index))
         return 2 * b0 + start, False
 
 
 def _search_async(
-    stream: Stream, win: BlockWindow, sync: _SyncState
-) -> Generator[StmPacket, None, int]:
+    stream: Stream, win: BlockWindow, sync: _SyncState, dec: StmDecoder
+) -> Generator[None, None, int]:
     """Before the first ASYNC: NOTSYNC packets per block, then the ASYNC packet.
 
     The search goes block by block (the reference's blocks, see
@@ -356,311 +427,320 @@ def _search_async(
                     raw += take
                     if len(take) < count:
                         raw += past.read(number, block, count - len(take))
-                    yield NotSync(pkt_index, bytes(raw))
+                    _other(dec, NotSync(pkt_index, bytes(raw)))
                     raw.clear()
                     if k & 1:
                         raw.append(block[k >> 1] & 0xF0)  # unused high nibble, as a byte
                     continue
                 raw += _ASYNC_RAW
-                yield Async(sync_index, bytes(raw))
+                dec.raw = bytes(raw)
+                dec.async_packet(sync_index)
                 sync.num_f = 0
                 sync.sync_start = False
                 sync.is_sync = False
                 sync.sync_index = sync_index
                 return 2 * s + k
+        if dec.ready():
+            yield None
         if not win.advance(held):
             return -1
 
 
 # Stream bytes with their nibbles swapped, so that ``hex()`` lists nibbles in protocol order.
 _SWAP = bytes(((b & 15) << 4) | (b >> 4) for b in range(256))
-_HEX = {c: int(c, 16) for c in "0123456789abcdef"}
-_TSLEN = {f"{n:x}": length for n, length in enumerate(TS_NIBBLES)}
-_F21 = "f" * 21
-
-# What the synchronised reader builds for each packet type.
-_EMIT = {
-    _P.D4: 0,
-    _P.D8: 0,
-    _P.D16: 0,
-    _P.D32: 0,
-    _P.D64: 0,
-    _P.M8: 1,
-    _P.C8: 2,
-    _P.C16: 3,
-    _P.MERR: 4,
-    _P.GERR: 5,
-    _P.FLAG: 6,
-    _P.TRIG: 7,
-    _P.FREQ: 8,
-    _P.NULL: 9,
-}
-
-# A whole opcode (1, 2 or 3 nibbles as hex digits) → (action, opcode nibbles,
-# payload nibbles, timestamp, marker, packet type, what to build, data bits).
-_Spec = tuple[int, int, int, bool, bool, StmPktType, int, int]
 
 
-def _specs() -> dict[str, _Spec]:
-    out: dict[str, _Spec] = {}
-    for prefix, rows in (("", TABLE_1N), ("f", TABLE_2N), ("f0", TABLE_3N)):
-        for n, (_code, _name, kind, action, nibs, marker, stamped) in enumerate(rows):
-            if action in (ACT_PREFIX_F, ACT_PREFIX_F0):
-                continue
-            key = f"{prefix}{n:x}"
-            out[key] = (
-                action,
-                len(key),
-                nibs,
-                stamped,
-                marker,
-                kind,
-                _EMIT.get(kind, -1),
-                _DATA_BITS.get(kind, 0),
-            )
-    return out
+_ROWS = (*TABLE_1N, *TABLE_2N, *TABLE_3N)
+"""The opcode rows: 1-nibble opcodes at 0-15, ``Fn`` at 16-31, ``F0n`` at 32-47 (the
+prefix rows are never looked up). Their fields, one table each, for the compiled loop:"""
+_OP_ACTION = bytes(row[3] for row in _ROWS)
+_OP_PAYLOAD = bytes(row[4] for row in _ROWS)
+_OP_MARKER = bytes(row[5] for row in _ROWS)
+_OP_STAMPED = bytes(row[6] for row in _ROWS)
+_OP_KIND = bytes(int(row[2]) for row in _ROWS)
+_OP_BITS = bytes(_DATA_BITS.get(row[2], 0) for row in _ROWS)
+_TS_LEN = bytes(n if n >= 0 else 255 for n in TS_NIBBLES)  # 255: invalid
+_MASK64 = 0xFFFF_FFFF_FFFF_FFFF
+
+_D_FIRST = int(_P.D4)  # the kinds, as numbers for the compiled loop
+_K_M8 = int(_P.M8)
+_K_C8 = int(_P.C8)
+_K_C16 = int(_P.C16)
+_K_MERR = int(_P.MERR)
+_K_GERR = int(_P.GERR)
+_K_FLAG = int(_P.FLAG)
+_K_TRIG = int(_P.TRIG)
+_K_FREQ = int(_P.FREQ)
+_K_NULL = int(_P.NULL)
+_K_VERSION = int(_P.VERSION)
+_K_RESERVED = int(_P.RESERVED)
+_K_ASYNC = int(_P.ASYNC)
+_A_PACKET = ACT_PACKET
+_A_VERSION = ACT_VERSION
+_A_RESERVED = ACT_RESERVED
 
 
-_SPECS = _specs()
-# Every 3-nibble string → the spec of the opcode it starts with (most packets are
-# longer than 3 nibbles, so one slice and one lookup find the opcode).
-_SPECS3 = {
-    a + b + c: specs
-    for a in "0123456789abcdef"
-    for b in "0123456789abcdef"
-    for c in "0123456789abcdef"
-    if (specs := _SPECS.get(a) or _SPECS.get(a + b) or _SPECS.get(a + b + c)) is not None
-}
-_HIGH = tuple(bytes([b & 0xF0]) for b in range(256))
+def _nibbles(data: bytes, k: int, stop: int) -> int:
+    """The value of window nibbles ``[k, stop)``, the first the most significant."""
+    value = 0
+    while k < stop:
+        b = data[k >> 1]
+        value = ((value << 4) | (b >> 4 if k & 1 else b & 15)) & _MASK64
+        k += 1
+    return value
 
 
-def _detect(num_f: int, sync_start: bool, is_sync: bool, span: str) -> tuple[int, bool, bool]:
-    """Run the reference's ASYNC detector over a nibble string; return its new state.
+def _raw(data: bytes, at: int, stop: int) -> bytes:
+    """The bytes the reference prints for the packet at window nibbles ``[at, stop)``: whole
+    bytes, a packet that starts in a high nibble with that nibble alone as its first."""
+    raw = data[(at + 1) >> 1 : (stop + 1) >> 1]
+    if at & 1:
+        raw = bytes([data[at >> 1] & 0xF0]) + raw
+    return raw
 
-    Bulk string operations when it cannot fire (no run of 21 F nibbles),
-    nibble by nibble otherwise.
+
+def _synced_run(
+    dec: StmDecoder,
+    sync: _SyncState,
+    data: bytes,
+    at: int,
+    end: int,
+    cur: IndexCursor,
+    recover: bool,
+) -> int:
+    """Read packets from window nibble ``at`` on, once synchronised, into ``dec``; stop at
+    the end of the window, at a packet cut by it (``sync.cut``), when the decoder has
+    output to take, or after a RESERVED or BAD_SEQUENCE packet (``dec.fatal``).
+    Returns the nibble reached (after a bad packet: its first nibble).
+
+    The ASYNC detector is brought up to date lazily: ``sync.det`` is the nibble up to
+    which it has run; an ASYNC opcode runs it to there first.
     """
-    if not span:
-        return num_f, sync_start, is_sync
-    if not is_sync:
-        lead = len(span) - len(span.lstrip("f"))
-        if lead == len(span):
-            return (num_f + lead) & 0xFF, sync_start or lead > 0, False
-        if num_f + lead < 21 and _F21 not in span:
-            trail = len(span) - len(span.rstrip("f"))
-            return trail, trail > 0, False
-    for ch in span:
-        if ch == "f":
-            num_f = (num_f + 1) & 0xFF
-            sync_start = True
-        elif sync_start:
-            if ch == "0" and num_f >= 21:
-                is_sync = True
+    sync.cut = False
+    while at < end:
+        q = at >> 1
+        # The reference's index: the block's index plus the bytes of the block
+        # consumed, so a packet starting in a high nibble gets the next byte's.
+        index = (cur.base if q < cur.limit else cur.at(q) - q) + ((at + 1) >> 1)
+        k = at
+        sync.marker = False
+        b = data[k >> 1]
+        row = b >> 4 if k & 1 else b & 15
+        if row == 15:
+            if k + 1 >= end:
+                break
+            b = data[(k + 1) >> 1]
+            n1 = b >> 4 if (k + 1) & 1 else b & 15
+            if n1:
+                row = 16 + n1
             else:
-                num_f = 0
-                sync_start = False
-                is_sync = False
-    return num_f, sync_start, is_sync
+                if k + 2 >= end:
+                    break
+                b = data[(k + 2) >> 1]
+                row = 32 + (b >> 4 if (k + 2) & 1 else b & 15)
+        h = 1 if row < 16 else (2 if row < 32 else 3)
+        action = _OP_ACTION[row]
+        kind = _OP_KIND[row]
+        if action == _A_PACKET:
+            sync.cur_type = kind
+            marker = _OP_MARKER[row] != 0
+            sync.marker = marker
+            d_end = k + h + _OP_PAYLOAD[row]
+            stop = d_end
+            tslen = 0
+            stamped = _OP_STAMPED[row] != 0
+            if stamped:
+                if d_end >= end:
+                    break
+                b = data[d_end >> 1]
+                tslen = _TS_LEN[b >> 4 if d_end & 1 else b & 15]
+                stop = d_end + 1 + tslen if tslen != 255 else d_end + 1
+            if stop > end:
+                break
+            value = _nibbles(data, k + h, d_end)
+            ts = 0
+            has_ts = False
+            tbits = 0
+            if tslen == 255:
+                _other(dec, BadSequence(index, _raw(data, at, stop), _P(kind), marker))
+                dec.fatal = True
+                return at
+            if stamped:
+                tbits = tslen * 4
+                one = 1  # (a 64-bit one when compiled)
+                mask = _MASK64 if tbits >= 64 else (one << tbits) - 1
+                update = _nibbles(data, d_end + 1, stop)
+                ts_type = sync.ts_type
+                if ts_type == 3:
+                    sync.ts = (sync.ts & ~mask & _MASK64) | (update & mask)
+                elif ts_type == 4:
+                    sync.ts = gray_to_bin(
+                        (bin_to_gray(sync.ts) & ~mask & _MASK64) | (update & mask)
+                    )
+                elif not recover:
+                    _other(dec, BadSequence(index, _raw(data, at, stop), _P(kind), marker))
+                    dec.fatal = True
+                    return at
+                if ts_type:
+                    ts = sync.ts
+                    has_ts = True
+            if dec.tap is not None:
+                dec.raw = _raw(data, at, stop)
+            if _OP_BITS[row]:  # a data packet
+                dec.data(index, _OP_BITS[row], value, marker, ts, has_ts, tbits)
+            elif kind == _K_NULL:
+                dec.null(index, ts, has_ts, tbits)
+            elif kind == _K_M8:
+                sync.channel = 0
+                dec.m8(index, value)
+            elif kind == _K_C8:
+                sync.channel = (sync.channel & 0xFF00) | value
+                dec.c8(index, sync.channel)
+            elif kind == _K_C16:
+                sync.channel = value
+                dec.c16(index, value)
+            elif kind == _K_MERR:
+                sync.channel = 0
+                dec.merr(index, value)
+            elif kind == _K_GERR:
+                sync.channel = 0
+                dec.gerr(index, value)
+            elif kind == _K_FLAG:
+                dec.flag(index, ts, has_ts, tbits)
+            elif kind == _K_TRIG:
+                dec.trig(index, value, ts, has_ts, tbits)
+            else:
+                dec.freq(index, value)
+        elif action == _A_VERSION:
+            sync.cur_type = _K_VERSION
+            sync.marker = False
+            if k + 3 >= end:
+                break
+            stop = k + 4
+            b = data[(k + 3) >> 1]
+            v = b >> 4 if (k + 3) & 1 else b & 15
+            if v != 3 and v != 4:
+                _other(dec, BadSequence(index, _raw(data, at, stop), _P.VERSION))
+                dec.fatal = True
+                return at
+            sync.ts_type = v
+            sync.channel = 0
+            if dec.tap is not None:
+                dec.raw = _raw(data, at, stop)
+            dec.version(index, v)
+        elif action == _A_RESERVED:
+            sync.cur_type = _K_RESERVED
+            sync.marker = False
+            stop = k + h
+            opcode = 0xF | ((row & 15) << (4 * (h - 1)))
+            _other(dec, Reserved(index, _raw(data, at, stop), opcode))
+            dec.fatal = True
+            return at
+        else:
+            # ASYNC: F nibbles until the detector fires; any other nibble first is an error.
+            sync.detect(data, sync.det, at)
+            sync.det = at
+            num_f = sync.num_f
+            sync_start = sync.sync_start
+            is_sync = sync.is_sync
+            i = k
+            stop = -1
+            bad = False
+            while i < end:
+                b = data[i >> 1]
+                ch = b >> 4 if i & 1 else b & 15
+                i += 1
+                if ch == 15:
+                    num_f = (num_f + 1) & 0xFF
+                    sync_start = True
+                elif sync_start:
+                    if ch == 0 and num_f >= 21:
+                        is_sync = True
+                    else:
+                        num_f = 0
+                        sync_start = False
+                        is_sync = False
+                if i - k > 2:
+                    if is_sync:
+                        stop = i
+                        break
+                    if not sync_start:
+                        stop = i
+                        bad = True
+                        break
+            if stop < 0:
+                break
+            if bad:
+                _other(dec, BadSequence(index, _raw(data, at, stop), _P(sync.cur_type)))
+                dec.fatal = True
+                return at
+            sync.cur_type = _K_ASYNC
+            sync.marker = False
+            sync.num_f = 0
+            sync.sync_start = False
+            sync.is_sync = False
+            sync.det = stop
+            if dec.tap is not None:
+                dec.raw = _raw(data, at, stop)
+            dec.async_packet(index)
+        at = stop
+        if dec.ready():
+            return at
+    if at < end:
+        sync.cut = True
+    return at
 
 
 def _read_synced(
-    win: BlockWindow, start: int, sync: _SyncState, complete: bool, recover: bool = False
-) -> Generator[StmPacket, None, int]:
-    """After the first ASYNC: packets one at a time from nibble ``start`` of the window.
+    win: BlockWindow,
+    start: int,
+    sync: _SyncState,
+    complete: bool,
+    recover: bool,
+    dec: StmDecoder,
+) -> Generator[None, None, int]:
+    """After the first ASYNC: packets one at a time from nibble ``start`` of the window
+    (:func:`_synced_run`).
 
     Once synchronised, block boundaries only matter for packet indices (the
     block index plus the bytes of the block consumed), so the window is read as
     one nibble string; a packet cut by the end of the window is read again,
-    whole, with the next one. The ASYNC detector, which only matters when an
-    ASYNC opcode comes, is brought up to date lazily. Returns -1 at the end of
-    the stream or after a RESERVED or BAD_SEQUENCE packet; with ``recover``,
-    after such a packet, the window nibble after the packet's first one
-    instead, and a timestamp whose encoding no VERSION gave is left unknown.
+    whole, with the next one. Returns -1 at the end of the stream or after a
+    RESERVED or BAD_SEQUENCE packet; with ``recover``, after such a packet, the
+    window nibble after the packet's first one instead, and a timestamp whose
+    encoding no VERSION gave is left unknown.
     """
-    data = win.data
-    if sync.hx_data is data:
-        hx = sync.hx
-    else:
-        hx = data.translate(_SWAP).hex()
-        sync.hx_data = data
-        sync.hx = hx
-    end = len(hx)
-    # Capture indices come from the cursor: inside its current run the index of
-    # byte q is base + q, up to byte run_end.
-    cur = win.cursor(start >> 1)
-    base = cur.base
-    run_end = cur.limit
-
-    detector = (sync.num_f, sync.sync_start, sync.is_sync)
-    det = start  # nibble up to which ``detector`` is up to date
-    channel = 0
-    ts = 0
-    ts_type = sync.ts_type  # StmTsType value: unknown (0) until VERSION
-    cur_type = _P.ASYNC
-    specs = _SPECS3
-    tslens = _TSLEN
-    high = _HIGH
-
+    sync.ts = 0
+    sync.channel = 0
+    sync.cur_type = _K_ASYNC
+    sync.marker = False
+    sync.det = start
     at = start
-    pkt_index = 0
-    spec: _Spec | None = None
     while True:
-        while at < end:
-            q = at >> 1
-            if q >= run_end:
-                cur.at(q)
-                base = cur.base
-                run_end = cur.limit
-            # The reference's index: the block's index plus the bytes of the block
-            # consumed, so a packet starting in a high nibble gets the next byte's.
-            first = (at + 1) >> 1  # first byte the packet reads from the stream
-            pkt_index = base + first
-            k = at
-            out: StmPacket | None = None
-            fatal = False
-            stop = -1  # window nibble after the packet's last one
-
-            spec = specs.get(hx[k : k + 3])
-            if spec is None and k + 3 > end:
-                spec = _SPECS.get(hx[k : k + 1]) or _SPECS.get(hx[k : k + 2])
-            if spec is not None:
-                action, h, d, stamped, marker, kind, emit, bits = spec
-                if action == ACT_PACKET:
-                    cur_type = kind
-                    stop = d_end = k + h + d
-                    tslen = 0
-                    if stamped:
-                        if d_end >= end:
-                            stop = end + 1
-                        else:
-                            tslen = tslens[hx[d_end]]
-                            stop = d_end + 1 + tslen if tslen >= 0 else d_end + 1
-                    if stop <= end:
-                        val = int(hx[k + h : d_end], 16) if d else 0
-                        stamp: int | None = None
-                        tbits = 0
-                        if tslen < 0:
-                            out = BadSequence(pkt_index, b"", kind, marker)
-                            fatal = True
-                        elif stamped:
-                            tbits = tslen * 4
-                            mask = (1 << tbits) - 1
-                            update = int(hx[d_end + 1 : stop], 16) if tslen else 0
-                            if ts_type == 3:
-                                ts = (ts & ~mask) | (update & mask)
-                            elif ts_type == 4:
-                                ts = gray_to_bin((bin_to_gray(ts) & ~mask) | (update & mask))
-                            elif not recover:
-                                out = BadSequence(pkt_index, b"", kind, marker)
-                                fatal = True
-                            stamp = ts if ts_type else None
-                        if out is None:
-                            if emit == 0:
-                                out = Data(pkt_index, b"", bits, val, marker, stamp, tbits)
-                            elif emit == 1:
-                                channel = 0
-                                out = M8(pkt_index, b"", val)
-                            elif emit == 2:
-                                channel = (channel & 0xFF00) | val
-                                out = C8(pkt_index, b"", channel)
-                            elif emit == 3:
-                                channel = val
-                                out = C16(pkt_index, b"", val)
-                            elif emit == 4:
-                                channel = 0
-                                out = MErr(pkt_index, b"", val)
-                            elif emit == 5:
-                                channel = 0
-                                out = GErr(pkt_index, b"", val)
-                            elif emit == 6:
-                                out = Flag(pkt_index, b"", stamp, tbits)
-                            elif emit == 7:
-                                out = Trig(pkt_index, b"", val, stamp, tbits)
-                            elif emit == 8:
-                                out = Freq(pkt_index, b"", val)
-                            else:
-                                out = Null(pkt_index, b"", stamp, tbits)
-                elif action == ACT_VERSION:
-                    cur_type = _P.VERSION
-                    if k + 3 < end:
-                        stop = k + 4
-                        v = _HEX[hx[k + 3]]
-                        if v == 3 or v == 4:
-                            ts_type = v
-                            channel = 0
-                            out = Version(pkt_index, b"", v)
-                        else:
-                            out = BadSequence(pkt_index, b"", cur_type)
-                            fatal = True
-                elif action == ACT_RESERVED:
-                    cur_type = _P.RESERVED
-                    stop = k + h
-                    opcode = 0xF | _HEX[hx[k + h - 1]] << (4 * (h - 1)) if h > 1 else _HEX[hx[k]]
-                    out = Reserved(pkt_index, b"", opcode)
-                    fatal = True
-                else:
-                    # ASYNC: F nibbles until the detector fires; any other nibble first is an error.
-                    detector = _detect(*detector, hx[det:k])
-                    det = at
-                    num_f, sync_start, is_sync = detector
-                    i = k
-                    while i < end:
-                        ch = hx[i]
-                        i += 1
-                        if ch == "f":
-                            num_f = (num_f + 1) & 0xFF
-                            sync_start = True
-                        elif sync_start:
-                            if ch == "0" and num_f >= 21:
-                                is_sync = True
-                            else:
-                                num_f = 0
-                                sync_start = False
-                                is_sync = False
-                        if i - k > 2:
-                            if is_sync:
-                                cur_type = _P.ASYNC
-                                out = Async(pkt_index, b"")
-                                stop = i
-                                detector = (0, False, False)
-                                det = stop
-                                break
-                            if not sync_start:
-                                out = BadSequence(pkt_index, b"", cur_type)
-                                fatal = True
-                                stop = i
-                                break
-
-            if out is None:
-                break  # the packet goes on past the window, or the stream ends inside it
-            raw = data[first : (stop + 1) >> 1]
-            if at & 1:
-                raw = high[data[q]] + raw
-            out.raw = raw
-            yield out
-            if fatal:
-                sync.ts_type = ts_type
-                return at + 1 if recover else -1
-            at = stop
+        data = win.data
+        end = 2 * len(data)
+        cur = win.cursor(at >> 1)
+        while True:
+            at = _synced_run(dec, sync, data, at, end, cur, recover)
+            if dec.fatal:
+                yield None
+                if not recover:
+                    return -1
+                dec.fatal = False
+                return at + 1
+            if sync.cut or at >= end:
+                break
+            yield None
+        if dec.ready():
+            yield None
         # The window is used up, or the packet at ``at`` is cut by its end: keep
         # that packet's bytes and read it again, whole, with the next block.
-        detector = _detect(*detector, hx[det:at])
+        sync.detect(data, sync.det, at)
         if not win.advance(at >> 1):
             break
-        data = win.data
-        hx = data.translate(_SWAP).hex()
-        sync.hx_data = data
-        sync.hx = hx
-        end = len(hx)
         at &= 1
-        det = at
-        cur = win.cursor()
-        base = cur.base
-        run_end = cur.limit
+        sync.det = at
     if at < end and complete:
-        raw = data[(at + 1) >> 1 :]
-        if at & 1:
-            raw = high[data[at >> 1]] + raw
-        marker = spec is not None and spec[0] == ACT_PACKET and spec[4]
-        yield IncompleteEot(pkt_index, raw, cur_type, marker)
+        index = win.cursor(at >> 1).base + ((at + 1) >> 1)
+        _other(dec, IncompleteEot(index, _raw(data, at, end), _P(sync.cur_type), sync.marker))
     return -1
