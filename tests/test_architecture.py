@@ -276,3 +276,43 @@ def test_nothing_outside_protocols_names_a_protocol() -> None:
     }
     stale = {name: named for name, named in stale.items() if named}
     assert not stale, f"no longer written there, take them off NAMED_OUTSIDE: {stale}"
+
+
+# Protocols built on the kit (protocols/kit.py): the same modules and exports in each
+# folder, one decoder class on the kit's element sink, and the element path's one loop.
+KIT_PROTOCOLS = ("itm", "stm")
+KIT_MODULES = ("__init__", "config", "decoder", "encoder", "packets", "reader")
+
+
+@pytest.mark.parametrize("name", KIT_PROTOCOLS)
+def test_a_kit_protocol_folder_has_the_same_furniture(name: str) -> None:
+    import importlib
+
+    from cstrace.protocols import get_protocol
+    from cstrace.protocols.kit import ElementSink
+
+    folder = SRC / "cstrace" / "protocols" / name
+    assert sorted(p.stem for p in folder.glob("*.py") if p.stem in KIT_MODULES) == sorted(
+        KIT_MODULES
+    )
+    assert (folder / "decoder.pxd").is_file() and (folder / "reader.pxd").is_file()
+    reader = importlib.import_module(f"cstrace.protocols.{name}.reader")
+    decoder = importlib.import_module(f"cstrace.protocols.{name}.decoder")
+    for export in ("read", "iter_packets", "iter_stream_rows"):
+        assert callable(getattr(reader, export)), f"{name}.reader.{export}"
+    classes = [
+        c
+        for c in vars(decoder).values()
+        if isinstance(c, type) and issubclass(c, ElementSink) and c is not ElementSink
+    ]
+    assert len(classes) == 1, f"{name}: one decoder class on the kit, got {classes}"
+    assert isinstance(decoder.COLUMNS, tuple) and callable(decoder.iter_elements)
+    spec = get_protocol(name)
+    assert spec is not None
+    assert spec.iter_stream_rows is reader.iter_stream_rows
+    assert spec.iter_packets is reader.iter_packets
+    assert spec.iter_elements is decoder.iter_elements
+    # the element path's loop lives in the reader: no protocol imports another's reader
+    for other in KIT_PROTOCOLS:
+        if other != name:
+            assert f"cstrace.protocols.{other}." not in (folder / "reader.py").read_text()
