@@ -152,12 +152,15 @@ def _swtrace(e: SWTrace) -> str:
 
 
 def _itm(e: ITMTrace) -> str:
-    # The ITM element text lives with the rest of the ITM rendering.
+    # The ITM element text lives with the rest of the ITM rendering, imported the first
+    # time an ITM element is printed; it then takes this function's place in the table.
     import importlib
 
-    itm = importlib.import_module("cstrace.render.ocsd.itm")
-    text: str = itm.itm_element_text(e)
-    return text
+    render: Callable[[Any], str] = importlib.import_module(
+        "cstrace.render.ocsd.itm"
+    ).itm_element_text
+    _RENDERERS[ITMTrace] = render
+    return render(e)
 
 
 def _addr_nacc(e: AddrNacc) -> str:
