@@ -10,7 +10,7 @@ from __future__ import annotations
 from cstrace.protocols.base import ProtocolSpec, idle_period
 from cstrace.protocols.ptm import packets as _p
 from cstrace.protocols.ptm.config import PtmConfig, from_registers
-from cstrace.protocols.ptm.decoder import iter_elements
+from cstrace.protocols.ptm.decoder import iter_elements, iter_rows
 from cstrace.protocols.ptm.reader import iter_packets
 
 __all__ = ["PROTOCOL", "PtmConfig", "from_registers", "iter_elements", "iter_packets"]
@@ -20,6 +20,7 @@ PROTOCOL = ProtocolSpec(
     from_registers=from_registers,
     iter_packets=iter_packets,
     iter_elements=iter_elements,
+    iter_rows=iter_rows,
     uses_memory=True,
     idle_zeros=idle_period(176),
     aliases=("pft",),
