@@ -10,6 +10,7 @@ from __future__ import annotations
 from cstrace.protocols.base import ProtocolSpec, idle_period
 from cstrace.protocols.ptm import packets as _p
 from cstrace.protocols.ptm.config import PtmConfig, from_registers
+from cstrace.protocols.ptm.cut import CUTS
 from cstrace.protocols.ptm.decoder import iter_elements, iter_rows
 from cstrace.protocols.ptm.reader import iter_packets
 
@@ -23,6 +24,7 @@ PROTOCOL = ProtocolSpec(
     iter_rows=iter_rows,
     uses_memory=True,
     idle_zeros=idle_period(176),
+    cuts=CUTS,
     aliases=("pft",),
     raw_source_type="PTM1.1",
     loss_packets=(
