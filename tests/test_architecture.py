@@ -276,3 +276,18 @@ def test_nothing_outside_protocols_names_a_protocol() -> None:
     }
     stale = {name: named for name, named in stale.items() if named}
     assert not stale, f"no longer written there, take them off NAMED_OUTSIDE: {stale}"
+
+
+# The run layer: what decodes a run (the session, the process pool, the cuts of a busy
+# stream) asks each protocol's ProtocolSpec (its cuts, its readers...), never a protocol
+# module by name.
+RUN_LAYER = ("cstrace.decode", "cstrace.parallel", "cstrace.split")
+
+
+def test_the_run_layer_imports_no_protocol_folder() -> None:
+    from cstrace.protocols import MODULES
+
+    folders = tuple(sorted({f"cstrace.protocols.{name}" for name in MODULES.values()}))
+    g = graph()
+    bad = sorted((name, m) for name in RUN_LAYER for m in g[name] if under(m, folders))
+    assert not bad, f"protocol modules imported by the run layer: {bad}"
