@@ -455,16 +455,18 @@ class Piece:
         run. The list given is emptied before the next packet is decoded. A decoder that
         halts (a fatal error) ends the run there, as the serial decode does."""
         dec = self.decoder
+        decode = dec.decode
         for pkt in packets:
-            out = dec.decode(pkt)
+            out = decode(pkt)
             if out:
                 # (the last element given is a diagnostic: a listing glues it on)
-                self._glue = type(out[-1]) is Diagnostic
+                glue = self._glue = type(out[-1]) is Diagnostic
                 yield out
-            if dec.halted:
-                self.stopped = None
-                self.joined = False
-                return
+                # (a decoder halts on an error, whose diagnostic ends its output)
+                if glue and dec.halted:
+                    self.stopped = None
+                    self.joined = False
+                    return
         if self.at_end:
             yield dec.finish()
 
@@ -479,13 +481,26 @@ class Piece:
     def iter_rows(
         self, packets: Iterable[Packet], config: Any, context: DecodeContext
     ) -> Iterator[list[Any]]:
-        """The same elements as :meth:`iter_elements`, as lists of element rows."""
+        """The same elements as :meth:`iter_elements`, as lists of element rows (the
+        loop of :meth:`_outputs`, inlined: it runs once per packet)."""
         acc: list[Any] = []
-        for out in self._outputs(packets):
-            acc += out
-            if len(acc) >= 4096:
-                yield acc
-                acc = []
+        dec = self.decoder
+        decode = dec.decode
+        for pkt in packets:
+            out = decode(pkt)
+            if out:
+                glue = self._glue = type(out[-1]) is Diagnostic
+                acc += out
+                if glue and dec.halted:
+                    self.stopped = None
+                    self.joined = False
+                    break
+                if len(acc) >= 4096:
+                    yield acc
+                    acc = []
+        else:
+            if self.at_end:
+                acc += dec.finish()
         if acc:
             yield acc
 

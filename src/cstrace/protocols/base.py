@@ -161,7 +161,8 @@ class CutDecoder(Protocol):
 
     @property
     def halted(self) -> bool:
-        """Whether decoding stopped for good (a fatal error: no more packets are read)."""
+        """Whether decoding stopped for good (a fatal error, whose diagnostic ends the
+        output of the packet: no more packets are read)."""
         ...
 
     def packets(self, stream: Stream, complete: bool) -> Iterator[Packet]:

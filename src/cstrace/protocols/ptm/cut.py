@@ -15,7 +15,7 @@ timestamp compression, instruction set) and the decoder's
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from cstrace.capture.stream import Stream
@@ -39,13 +39,15 @@ class PtmCut:
     """A PTM reader and decoder as :mod:`cstrace.split` drives them
     (:class:`~cstrace.protocols.base.CutDecoder`)."""
 
-    __slots__ = ("config", "decoder", "out", "reader")
+    __slots__ = ("config", "decode", "decoder", "out", "reader")
 
     def __init__(self, config: PtmConfig, context: DecodeContext) -> None:
         self.config = config
         self.reader = ReaderState(config)
         self.decoder = PtmDecoder(config, context)
         self.out: list[Any] = self.decoder.out
+        self.decode: Callable[[Packet], list[Any]] = self.decoder.step
+        """The element rows of a packet (the list is reused by the next call)."""
 
     @property
     def last_idx(self) -> int:
@@ -60,13 +62,6 @@ class PtmCut:
     def packets(self, stream: Stream, complete: bool) -> Iterator[Packet]:
         """The packets of ``stream``, read with this reader state."""
         return iter_packets(stream, self.config, complete, self.reader)
-
-    def decode(self, pkt: Packet) -> list[Any]:
-        """The element rows of ``pkt``."""
-        out = self.out
-        out.clear()
-        self.decoder.decode(pkt)
-        return out
 
     def finish(self) -> list[Any]:
         """The element rows of the end of the trace."""

@@ -282,6 +282,13 @@ class PtmDecoder:
 
     # -- packets -----------------------------------------------------------------------
 
+    def step(self, pkt: Any) -> list[Any]:
+        """The elements of one packet: :attr:`out`, emptied, then given them."""
+        out = self.out
+        del out[:]
+        self.decode(pkt)
+        return out
+
     def decode(self, pkt: Any) -> None:
         """Decode one packet: its elements are appended to :attr:`out`."""
         if self.halted:
