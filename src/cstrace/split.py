@@ -61,9 +61,10 @@ from cstrace.decode import SourceRun
 from cstrace.elements import Diagnostic, Element
 from cstrace.memory.code import NoMemory
 from cstrace.memory.image import MemoryMap
-from cstrace.protocols import DecodeContext, Packet, ProtocolSpec
+from cstrace.protocols import DecodeContext, Packet, ProtocolSpec, get_protocol
 from cstrace.protocols.base import CutDecoder, CutPoints
 from cstrace.rows import expand
+from cstrace.trace import Trace
 
 __all__ = [
     "Cut",
@@ -71,6 +72,7 @@ __all__ = [
     "PieceSpec",
     "SplitPlan",
     "WindowStream",
+    "cut_in_every_format",
     "fallback_run",
     "find_gate",
     "piece_of",
@@ -118,6 +120,16 @@ def splittable(run: SourceRun) -> bool:
     return run.protocol.cuts is not None and (
         memory is None or isinstance(memory, (MemoryMap, NoMemory))
     )
+
+
+def cut_in_every_format(trace: Trace) -> bool:
+    """Whether a source of ``trace`` has a protocol whose streams are worth cutting in
+    every output format, not only for the listing (``CutPoints.every_format``)."""
+    for source in trace.sources:
+        spec = get_protocol(source.protocol)
+        if spec is not None and spec.cuts is not None and spec.cuts.every_format:
+            return True
+    return False
 
 
 def _cuts(run: SourceRun) -> CutPoints:

@@ -31,6 +31,7 @@ from cstrace.render.ocsd import listing_lines
 from cstrace.split import (
     SplitPlan,
     WindowStream,
+    cut_in_every_format,
     fallback_run,
     find_gate,
     piece_of,
@@ -137,6 +138,20 @@ def test_ptm_streams_cut(
     plans = plans_of(snap, jobs, 1)
     assert plans, "nothing to cut: the test would not test the split"
     same_as_serial(snap, fmt, jobs, tmp_path, capsys)
+
+
+def test_ptm_cut_in_every_format(corpus: Path) -> None:
+    """PTM pieces decode as the whole run does: its streams are cut whatever the output
+    format (``CutPoints.every_format``); ETMv4's only for the listing by default."""
+    snaps = corpus / "snapshots"
+    assert cut_in_every_format(open_input(snaps / "Snowball"))
+    assert not cut_in_every_format(open_input(snaps / "juno_r1_1"))
+    trace = open_input(snaps / "TC2")
+    every = split_plans(trace, trace.buffers, DecodeOptions(), 2, 1, every_format_only=True)
+    assert every and every == plans_of(snaps / "TC2", 2, 1)  # (its ETMv3 streams: not cut)
+    trace = open_input(snaps / "juno_r1_1")
+    assert not split_plans(trace, trace.buffers, DecodeOptions(), 2, 1, every_format_only=True)
+    assert plans_of(snaps / "juno_r1_1", 2, 1)
 
 
 def runs_of(snap: Path) -> Iterator[tuple[Session, SourceRun]]:

@@ -207,6 +207,10 @@ class CutPoints:
     start_of: Callable[[bytes, int], int] | None = None
     """Where, in the data, the synchronisation packet whose ``sync`` bytes were found at
     the position given starts (None: there)."""
+    every_format: bool = False
+    """Whether cutting pays in every output format, not only for the listing: the pieces
+    decode their elements about as fast as the whole run does (no faster path of the
+    whole run is lost in a piece)."""
 
 
 LossCategory = Literal["unsynced", "sync", "overflow", "bad", "bad_kind", "truncated", "grouped"]

@@ -94,5 +94,8 @@ def _start_of(data: bytes, at: int) -> int:
     return first
 
 
-CUTS = CutPoints(sync=A_SYNC_END, decoder=PtmCut, opens=_opens, start_of=_start_of)
-"""How a PTM stream is cut: at A-sync packets."""
+CUTS = CutPoints(
+    sync=A_SYNC_END, decoder=PtmCut, opens=_opens, start_of=_start_of, every_format=True
+)
+"""How a PTM stream is cut: at A-sync packets, in every output format (a piece reads
+and decodes its packets as the whole run does)."""
