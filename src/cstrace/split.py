@@ -240,9 +240,16 @@ def find_gate(run: SourceRun, stream: Stream, limit: int | None = None) -> Cut |
 
 
 def _join(a: Stream | None, b: Stream) -> Stream:
+    """``a`` then ``b``: their bytes and runs put end to end (a run of ``a`` that ``b``
+    continues stays two runs: a block has a run per formatter frame, too many to walk)."""
     if a is None or not len(a.data):
         return b
-    return Stream.from_chunks(b.trace_id, [*a.chunks(), *b.chunks()])
+    return Stream(
+        b.trace_id,
+        b"".join((a.data, b.data)),
+        np.concatenate((a.run_pos, b.run_pos + len(a.data))),
+        np.concatenate((a.run_idx, b.run_idx)),
+    )
 
 
 def _head(s: Stream, size: int) -> Stream:
