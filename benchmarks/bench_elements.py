@@ -34,6 +34,7 @@ Cases (tile counts are multiplied by ``--scale``, at least one copy):
 | ETMv4 | ``bugfix-exact-match`` (1 MiB, one busy stream of six) | 1x |
 | ETE | ``tme_test`` (raw ETE, 14 KiB) | 72x |
 | PTM | ``Snowball`` (8 KiB ETB) | 512x |
+| PTM-1 | ``Snowball``'s trace ID 0x10 only (3 KiB between A-syncs) | 1024x |
 | ETMv3+PTM | ``TC2`` (32 KiB ETB: three ETMv3, one PTM, ITM) | 160x |
 | STM | ``stm_only`` (32 KiB ETB; 20 KiB repeated) | 1500x |
 | ITM | ``itm_only_csformat`` (288 bytes; 142 repeated) | 300000x |
@@ -125,12 +126,18 @@ class Case:
     """Bytes of the match that the next copy starts with (a whole synchronisation packet)."""
     jobs: bool = False
     """One busy stream: measure ``--jobs 2`` against ``--jobs 1``."""
+    trace_id: int | None = None
+    """Tile only this trace ID's stream (between synchronisation packets: ``sync``), the
+    others left out; None: the snapshot must have one trace ID with data."""
 
 
 CASES = (
     Case("ETMv4", "bugfix-exact-match", 1, jobs=True),
     Case("ETE", "tme_test", 72),
-    Case("PTM", "Snowball", 512, jobs=True),
+    Case("PTM", "Snowball", 512),
+    # One busy PTM stream: Snowball's trace ID 0x10, tiled between A-syncs (five or more
+    # 0x00 bytes, then 0x80), the other stream left out.
+    Case("PTM-1", "Snowball", 1024, sync=rb"\x00{5,}\x80", keep=6, jobs=True, trace_id=0x10),
     Case("ETMv3+PTM", "TC2", 160),
     # STM ASYNC: 21 F nibbles then a 0 nibble; one that ends on a byte boundary ends in
     # ten 0xFF bytes and 0x0F (low nibble first).
@@ -198,8 +205,9 @@ def buffers_of(snapshot: Path) -> list[tuple[str, str]]:
 
 
 def tiled_between_syncs(snapshot: Path, case: Case, times: int, dest: Path) -> Path:
-    """A copy of ``snapshot`` whose one trace stream repeats, ``times`` times, the part
-    from its first synchronisation packet to its last (framed again as it was)."""
+    """A copy of ``snapshot`` whose one trace stream (``case.trace_id``'s, the others
+    left out, when it is given) repeats, ``times`` times, the part from its first
+    synchronisation packet to its last (framed again as it was)."""
     from cstrace.capture import demux
     from cstrace.capture.encode import format_frames
 
@@ -207,7 +215,11 @@ def tiled_between_syncs(snapshot: Path, case: Case, times: int, dest: Path) -> P
     if others or fmt != "coresight":
         raise SystemExit(f"error: {snapshot}: expected one coresight-format trace buffer")
     streams = demux((snapshot / name).read_bytes(), fmt).streams
-    busy = [(tid, bytes(s.data)) for tid, s in streams.items() if tid != 0 and len(s.data)]
+    busy = [
+        (tid, bytes(s.data))
+        for tid, s in streams.items()
+        if tid != 0 and len(s.data) and case.trace_id in (None, tid)
+    ]
     if len(busy) != 1:
         raise SystemExit(f"error: {snapshot}: expected one trace ID with data, got {len(busy)}")
     tid, data = busy[0]
@@ -816,7 +828,7 @@ def _main(args: argparse.Namespace, corpus: Path, opencsd: Path, work: Path) -> 
                 check=False,
             )
         r = bench_case(
-            Case(case.label, case.snapshot, times, case.sync, case.keep, case.jobs),
+            Case(case.label, case.snapshot, times, case.sync, case.keep, case.jobs, case.trace_id),
             snap,
             [command],
             lister,

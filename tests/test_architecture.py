@@ -316,3 +316,18 @@ def test_a_kit_protocol_folder_has_the_same_furniture(name: str) -> None:
     for other in KIT_PROTOCOLS:
         if other != name:
             assert f"cstrace.protocols.{other}." not in (folder / "reader.py").read_text()
+
+
+# The run layer: what decodes a run (the session, the process pool, the cuts of a busy
+# stream) asks each protocol's ProtocolSpec (its cuts, its readers...), never a protocol
+# module by name.
+RUN_LAYER = ("cstrace.decode", "cstrace.parallel", "cstrace.split")
+
+
+def test_the_run_layer_imports_no_protocol_folder() -> None:
+    from cstrace.protocols import MODULES
+
+    folders = tuple(sorted({f"cstrace.protocols.{name}" for name in MODULES.values()}))
+    g = graph()
+    bad = sorted((name, m) for name in RUN_LAYER for m in g[name] if under(m, folders))
+    assert not bad, f"protocol modules imported by the run layer: {bad}"

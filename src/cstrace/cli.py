@@ -987,10 +987,14 @@ def _parallel(
     # A long run is cut at synchronisation points (not for Parquet, whose row groups
     # would follow the pieces, nor when who ran is followed from element to element).
     # By default only for the listing: for the other formats a cut costs more than it
-    # saves (docs/performance.md); CSTRACE_SPLIT_MIN asks for cuts in every format.
+    # saves (docs/performance.md), but for protocols whose pieces decode as the whole
+    # run does (CutPoints.every_format); CSTRACE_SPLIT_MIN asks for cuts in every format.
     split_min = _split_min()
     wanted = args.format == "ocsd" or split_min is not None
-    cut = wanted and args.format != "parquet" and not trace.has_exec_context
+    from cstrace.split import cut_in_every_format
+
+    everywhere = not wanted and cut_in_every_format(trace)
+    cut = (wanted or everywhere) and args.format != "parquet" and not trace.has_exec_context
 
     def one_busy_id() -> bool:
         # (asked once at most: the second test is a pass over the capture)
@@ -1006,7 +1010,7 @@ def _parallel(
     splits = {}
     if cut:
         size = _SPLIT_MIN if split_min is None else split_min
-        splits = split_plans(trace, buffers, _options(args), jobs, size)
+        splits = split_plans(trace, buffers, _options(args), jobs, size, not wanted)
         if not splits and one_busy_id():
             return None  # nothing to cut after all, and one trace ID with data
     # None: two runs of one trace ID in a buffer would share a decoder; serial then.

@@ -145,13 +145,15 @@ def split_plans(
     options: DecodeOptions,
     pieces: int,
     min_size: int,
+    every_format_only: bool = False,
 ) -> dict[int, SplitPlan]:
     """Where to cut the long runs of a decode into ``pieces`` pieces, by trace ID.
 
     Only a trace ID with one run in all of ``buffers`` is cut (the runs of one
     trace ID share a decoder's state), when :func:`~cstrace.split.plan_split`
     finds cuts in it: its protocol supports them, its stream holds at least
-    ``min_size`` bytes.
+    ``min_size`` bytes. ``every_format_only``: only runs of protocols whose cuts
+    pay in every output format (``CutPoints.every_format``).
     """
     plans: dict[int, SplitPlan] = {}
     if pieces < 2:
@@ -168,6 +170,9 @@ def split_plans(
         if not wanted:
             continue
         for run in session.open_buffer(buffer).runs:
+            cuts = run.protocol.cuts
+            if every_format_only and (cuts is None or not cuts.every_format):
+                continue
             if run.trace_id in wanted:
                 plan = plan_split(run, pieces, min_size)
                 if plan is not None:

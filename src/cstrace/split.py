@@ -1,23 +1,25 @@
 """One long trace stream cut at synchronisation points and decoded in pieces, exactly.
 
 Input: a :class:`~cstrace.decode.SourceRun` of a protocol that can be cut
-(ETMv4 and ETE) and the number of pieces wanted. Output: a :class:`SplitPlan`
-(:func:`plan_split`), then one run per piece (:func:`piece_run`) whose packets
-and elements, put end to end, are exactly those of the whole run decoded
-serially.
+(its ``ProtocolSpec.cuts``: ETMv4, ETE, PTM) and the number of pieces wanted.
+Output: a :class:`SplitPlan` (:func:`plan_split`), then one run per piece
+(:func:`piece_run`) whose packets and elements, put end to end, are exactly
+those of the whole run decoded serially.
 
-Where a piece starts. An A-sync packet (eleven 0x00 bytes, then 0x80) followed
-by a trace info is where the trace unit lets a decoder start. A piece is
-decoded from such a point (a *cut*) by a fresh reader and decoder. The serial
-decode reaches the same point with state of its own: the reader's address
-history and context, the decoder's PE context, code address, ISA, return
-stack, stacked elements, need-address and need-context flags, last cycle
-count... (:meth:`~cstrace.protocols.etmv4.reader.ReaderState.cut_state` and
-:meth:`~cstrace.protocols.etmv4.decoder.Etmv4Decoder.cut_state`). The fresh
-decode first says NO_SYNC, waits for the trace info and the address and
-context packets that follow it; its state then becomes that of the serial
-decode in the common case, but not always (an address history entry from
-before the cut lives on until three addresses have been given since).
+Where a piece starts. A synchronisation packet (an ETMv4 A-sync followed by
+a trace info, a PTM A-sync followed by an I-sync) is where the trace unit lets
+a decoder start. A piece is decoded from such a point (a *cut*) by a fresh
+reader and decoder. The serial decode reaches the same point with state of its
+own: the reader's address history and context, the decoder's PE context, code
+address, ISA, return stack... The protocol's folder says where its cuts may be
+and what its state is (``ProtocolSpec.cuts``, a
+:class:`~cstrace.protocols.base.CutPoints` from the protocol's ``cut.py``,
+whose :class:`~cstrace.protocols.base.CutDecoder` gives ``cut_state`` and
+``settled``); this module knows no protocol. The fresh decode first says
+NO_SYNC, waits for the packets that give its address and context; its state
+then becomes that of the serial decode in the common case, but not always (an
+ETMv4 address history entry from before the cut lives on until three
+addresses have been given since).
 
 So a cut carries a *gate*: the first packet after the A-sync after which the
 fresh decode is settled (synchronised, its address and context known, nothing
@@ -59,8 +61,10 @@ from cstrace.decode import SourceRun
 from cstrace.elements import Diagnostic, Element
 from cstrace.memory.code import NoMemory
 from cstrace.memory.image import MemoryMap
-from cstrace.protocols import DecodeContext, Packet, ProtocolSpec
+from cstrace.protocols import DecodeContext, Packet, ProtocolSpec, get_protocol
+from cstrace.protocols.base import CutDecoder, CutPoints
 from cstrace.rows import expand
+from cstrace.trace import Trace
 
 __all__ = [
     "Cut",
@@ -68,6 +72,7 @@ __all__ = [
     "PieceSpec",
     "SplitPlan",
     "WindowStream",
+    "cut_in_every_format",
     "fallback_run",
     "find_gate",
     "piece_of",
@@ -75,9 +80,6 @@ __all__ = [
     "plan_split",
     "splittable",
 ]
-
-A_SYNC = b"\x00" * 11 + b"\x80"
-"""An ETMv4/ETE alignment synchronisation packet."""
 
 SNIPPET = 1 << 16
 """Bytes after a candidate cut the planner decodes to find its gate."""
@@ -94,7 +96,7 @@ class Cut:
     gate_size: int
     """Bytes in the gate packet."""
     state: tuple[object, ...]
-    """The fresh reader's and decoder's cut states after the gate packet."""
+    """The fresh reader's and decoder's cut state after the gate packet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +117,25 @@ class SplitPlan:
 def splittable(run: SourceRun) -> bool:
     """Whether ``run`` can be cut: its protocol supports it, its code memory has no state."""
     memory = run.context.memory
-    return run.protocol.splittable and (memory is None or isinstance(memory, (MemoryMap, NoMemory)))
+    return run.protocol.cuts is not None and (
+        memory is None or isinstance(memory, (MemoryMap, NoMemory))
+    )
+
+
+def cut_in_every_format(trace: Trace) -> bool:
+    """Whether a source of ``trace`` has a protocol whose streams are worth cutting in
+    every output format, not only for the listing (``CutPoints.every_format``)."""
+    for source in trace.sources:
+        spec = get_protocol(source.protocol)
+        if spec is not None and spec.cuts is not None and spec.cuts.every_format:
+            return True
+    return False
+
+
+def _cuts(run: SourceRun) -> CutPoints:
+    cuts = run.protocol.cuts
+    assert cuts is not None, f"{run.protocol.name} streams are not cut"
+    return cuts
 
 
 # -- the streams of pieces -----------------------------------------------------------------
@@ -187,48 +207,30 @@ def _fresh_context(run: SourceRun, complete: bool) -> DecodeContext:
     return DecodeContext(ctx.trace_id, ctx.options, ctx.memory, ctx.reset, complete, {})
 
 
-def _settled(st: Any, dec: Any) -> bool:
-    """Whether a decode started at a cut knows all it will ever know of what came before:
-    synchronised, address and context given, nothing stacked, the reader's whole address
-    history given since the cut (an entry of none has no bits)."""
-    return bool(dec.settled() and all(entry[2] for entry in st.hist))
-
-
-def _cut_state(st: Any, dec: Any) -> tuple[object, ...]:
-    return (st.cut_state(), dec.cut_state())
-
-
-def _decode_quietly(dec: Any, pkt: Packet) -> bool:
-    """Decode ``pkt``, dropping its elements; whether it ended on a diagnostic."""
-    out = dec.out
-    del out[:]
-    dec.decode(pkt)
-    logged = bool(dec.log)
-    dec.log.clear()
-    ended = bool(out) and type(out[-1]) is Diagnostic
-    del out[:]
-    return logged or ended
+def _has_diagnostic(out: list[Any]) -> bool:
+    return any(type(x) is Diagnostic for x in out)
 
 
 def find_gate(run: SourceRun, stream: Stream, limit: int | None = None) -> Cut | None:
-    """The cut at the start of ``stream`` (an A-sync), with its gate; None when a fresh
-    decode does not settle before ``stream`` ends (or within ``limit`` packets)."""
-    from cstrace.protocols.etmv4.decoder import Etmv4Decoder
-    from cstrace.protocols.etmv4.reader import ReaderState, iter_packets
-
-    config = run.config
-    st = ReaderState(config)
-    dec = Etmv4Decoder(config, _fresh_context(run, False))
+    """The cut at the start of ``stream`` (a synchronisation packet), with its gate; None
+    when a fresh decode does not settle before ``stream`` ends (or within ``limit``
+    packets)."""
+    cuts = _cuts(run)
+    dec = cuts.decoder(run.config, _fresh_context(run, False))
+    start = stream.offset_at(0)
     count = 0
-    for pkt in iter_packets(stream, config, False, st):
-        if count == 0 and pkt.raw != A_SYNC:
+    for pkt in dec.packets(stream, False):
+        if count == 0 and (pkt.offset != start or not cuts.opens(pkt)):
             return None
         count += 1
-        if _decode_quietly(dec, pkt):
+        # (a gate's output must not end on a diagnostic, which a listing glues to the
+        # next line: it would be the next piece's)
+        if _has_diagnostic(dec.decode(pkt)):
             continue
-        if _settled(st, dec):
-            start = stream.offset_at(0)
-            return Cut(start, pkt.offset, len(pkt.raw), _cut_state(st, dec))
+        if dec.halted:
+            return None
+        if dec.settled():
+            return Cut(start, pkt.offset, len(pkt.raw), dec.cut_state())
         if limit is not None and count >= limit:
             return None
     return None
@@ -238,9 +240,16 @@ def find_gate(run: SourceRun, stream: Stream, limit: int | None = None) -> Cut |
 
 
 def _join(a: Stream | None, b: Stream) -> Stream:
+    """``a`` then ``b``: their bytes and runs put end to end (a run of ``a`` that ``b``
+    continues stays two runs: a block has a run per formatter frame, too many to walk)."""
     if a is None or not len(a.data):
         return b
-    return Stream.from_chunks(b.trace_id, [*a.chunks(), *b.chunks()])
+    return Stream(
+        b.trace_id,
+        b"".join((a.data, b.data)),
+        np.concatenate((a.run_pos, b.run_pos + len(a.data))),
+        np.concatenate((a.run_idx, b.run_idx)),
+    )
 
 
 def _head(s: Stream, size: int) -> Stream:
@@ -261,7 +270,7 @@ def plan_split(run: SourceRun, pieces: int, min_size: int = 0) -> SplitPlan | No
     """Where to cut ``run`` into about ``pieces`` pieces of equal capture span.
 
     One pass over the run's stream, block by block: for each target (``k/pieces``
-    of the buffer), the first A-sync at or after it whose fresh decode settles
+    of the buffer), the first synchronisation packet at or after it whose fresh decode settles
     within :data:`SNIPPET` bytes. None when the run cannot be cut
     (:func:`splittable`), its stream is shorter than ``min_size`` bytes, or no cut
     was found.
@@ -271,6 +280,9 @@ def plan_split(run: SourceRun, pieces: int, min_size: int = 0) -> SplitPlan | No
     span = run.buffer.size()
     if span < min_size:
         return None
+    cut_points = _cuts(run)
+    sync = cut_points.sync
+    start_of = cut_points.start_of
     targets = [span * k // pieces for k in range(1, pieces)]
     cuts: list[Cut] = []
     size = 0
@@ -281,11 +293,11 @@ def plan_split(run: SourceRun, pieces: int, min_size: int = 0) -> SplitPlan | No
         nonlocal examined
         data = buf.data
         n = len(data)
-        at = data.find(A_SYNC)
+        at = data.find(sync)
         while at >= 0 and len(cuts) < len(targets):
             if not final and n - at < SNIPPET:
                 return  # examined with the next block
-            offset = buf.offset_at(at)
+            offset = buf.offset_at(at if start_of is None else start_of(data, at))
             floor = max(targets[len(cuts)], examined + 1, cuts[-1].gate + 1 if cuts else 0)
             if offset >= floor:
                 examined = offset
@@ -296,14 +308,14 @@ def plan_split(run: SourceRun, pieces: int, min_size: int = 0) -> SplitPlan | No
                 cut = find_gate(run, window)
                 if cut is not None:
                     cuts.append(cut)
-            at = data.find(A_SYNC, at + 1)
+            at = data.find(sync, at + 1)
 
     for block in run.stream.blocks():
         size += len(block.data)
         if len(cuts) < len(targets):
             buf = _join(carry, block)
             scan(buf, False)
-            carry = _tail(buf, SNIPPET + len(A_SYNC))
+            carry = _tail(buf, SNIPPET + len(sync))
     if carry is not None and len(cuts) < len(targets):
         scan(carry, True)
     if not cuts or size < min_size:
@@ -336,17 +348,13 @@ class Piece:
         *,
         adaptive: bool = False,
     ) -> None:
-        from cstrace.protocols.etmv4.decoder import Etmv4Decoder
-        from cstrace.protocols.etmv4.reader import ReaderState
-
         self.plan = plan
         self.start = start
         self.after = after
         self.ends = list(ends)
         self.adaptive = adaptive
         self.context = run.context if start == 0 else _fresh_context(run, run.context.complete)
-        self.reader_state = ReaderState(run.config)
-        self.decoder = Etmv4Decoder(run.config, self.context)
+        self.decoder: CutDecoder = _cuts(run).decoder(run.config, self.context)
         self.start_ok = start == 0
         """Whether the fresh decode had the planned state at its starting gate."""
         self.joined = False
@@ -375,12 +383,9 @@ class Piece:
         after giving a gate packet, the decoder has decoded it (checked: its
         ``last_idx``), and the states are compared there.
         """
-        from cstrace.protocols.etmv4.reader import iter_packets
-
-        st = self.reader_state
         dec = self.decoder
         cuts = self.plan.cuts
-        reader: Iterator[Packet] = iter_packets(stream, config, complete, st)
+        reader: Iterator[Packet] = dec.packets(stream, complete)
         pkt: Packet | None = None
         if self.after is None:
             pkt = next(reader, None)
@@ -420,7 +425,7 @@ class Piece:
                 dec.last_idx == gate
                 and len(pkt.raw) == cut.gate_size
                 and not self._glue
-                and _cut_state(st, dec) == cut.state
+                and dec.cut_state() == cut.state
             )
             if agree or not self.adaptive:
                 self.stopped = end
@@ -436,20 +441,15 @@ class Piece:
         """Decode, dropping their elements, the packets up to capture index ``after`` (and
         check the start); the first packet after it."""
         dec = self.decoder
-        log = dec.log
-        out = dec.out
         begin = self.plan.cuts[self.start - 1] if self.start else None
         for pkt in reader:
             if pkt.offset > after:
                 return pkt
             dec.decode(pkt)
-            log.clear()
-            del out[:]
             if begin is not None and pkt.offset == begin.gate:
-                self.start_ok = (
-                    len(pkt.raw) == begin.gate_size
-                    and _cut_state(self.reader_state, dec) == begin.state
-                )
+                self.start_ok = len(pkt.raw) == begin.gate_size and dec.cut_state() == begin.state
+            if dec.halted:
+                return None
         return None
 
     def _unglue(self, pkt: Packet | None, reader: Iterator[Packet]) -> Iterator[Packet]:
@@ -471,29 +471,23 @@ class Piece:
     def _outputs(self, packets: Iterable[Packet]) -> Iterator[list[Any]]:
         """Per packet, the element rows it completed (diagnostics where the reference logs
         them; :mod:`cstrace.rows`), then the end-of-trace elements if the piece ends the
-        run. The list given is emptied before the next packet is decoded."""
-        from cstrace.protocols.etmv4.decoder import merge_log
-
+        run. The list given is emptied before the next packet is decoded. A decoder that
+        halts (a fatal error) ends the run there, as the serial decode does."""
         dec = self.decoder
-        out: list[Any] = []
-        dec.out = out
-        log = dec.log
-        glue = False  # the last element given was a diagnostic (a listing glues it on)
+        decode = dec.decode
         for pkt in packets:
-            out.clear()
-            dec.decode(pkt)
-            if log:
-                glue = max(pos for pos, _ in log) >= len(out)
-                merge_log(out, 0, log)
-                self._glue = glue
-            elif out and glue:
-                glue = self._glue = False
+            out = decode(pkt)
             if out:
+                # (the last element given is a diagnostic: a listing glues it on)
+                glue = self._glue = type(out[-1]) is Diagnostic
                 yield out
+                # (a decoder halts on an error, whose diagnostic ends its output)
+                if glue and dec.halted:
+                    self.stopped = None
+                    self.joined = False
+                    return
         if self.at_end:
-            out.clear()
-            dec.finish()
-            yield out
+            yield dec.finish()
 
     def iter_elements(
         self, packets: Iterable[Packet], config: Any, context: DecodeContext
@@ -506,13 +500,26 @@ class Piece:
     def iter_rows(
         self, packets: Iterable[Packet], config: Any, context: DecodeContext
     ) -> Iterator[list[Any]]:
-        """The same elements as :meth:`iter_elements`, as lists of element rows."""
+        """The same elements as :meth:`iter_elements`, as lists of element rows (the
+        loop of :meth:`_outputs`, inlined: it runs once per packet)."""
         acc: list[Any] = []
-        for out in self._outputs(packets):
-            acc += out
-            if len(acc) >= 4096:
-                yield acc
-                acc = []
+        dec = self.decoder
+        decode = dec.decode
+        for pkt in packets:
+            out = decode(pkt)
+            if out:
+                glue = self._glue = type(out[-1]) is Diagnostic
+                acc += out
+                if glue and dec.halted:
+                    self.stopped = None
+                    self.joined = False
+                    break
+                if len(acc) >= 4096:
+                    yield acc
+                    acc = []
+        else:
+            if self.at_end:
+                acc += dec.finish()
         if acc:
             yield acc
 

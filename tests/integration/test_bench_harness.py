@@ -1,12 +1,13 @@
 """The benchmark against OpenCSD 1.8.0 (``benchmarks/bench_elements.py``) runs and prints its table.
 
-A tiny run (PTM ``Snowball`` once, ITM ``itm_only_csformat`` tiled 600 times,
-one round) of the cstrace command beside this Python against OpenCSD 1.8.0's
-``trc_pkt_lister``; checks the shape of the printed tables and the JSON
-results, that the tiled capture was processed whole by the reference and that
-both decoders counted the same elements. No timing is asserted. Skips when the
-1.8.0 lister (``$CSTRACE_OPENCSD`` or ``../shared/opencsd-1.8.0``) or the
-``cstrace`` command is absent.
+A tiny run (one PTM stream of ``Snowball`` tiled twice, ITM
+``itm_only_csformat`` tiled 600 times, one round) of the cstrace command
+beside this Python against OpenCSD 1.8.0's ``trc_pkt_lister``; checks the
+shape of the printed tables and the JSON results, that the tiled capture was
+processed whole by the reference and that both decoders counted the same
+elements. No timing is asserted. Skips when the 1.8.0 lister
+(``$CSTRACE_OPENCSD`` or ``../shared/opencsd-1.8.0``) or the ``cstrace``
+command is absent.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def test_bench_prints_the_table(corpus: Path, tmp_path: Path) -> None:
     if not cstrace.is_file():
         pytest.skip(f"no cstrace command beside {sys.executable}")
     result = tmp_path / "bench.json"
-    args = ["--case", "PTM", "--case", "ITM", "--scale", "0.002", "--repeat", "1"]
+    args = ["--case", "PTM-1", "--case", "ITM", "--scale", "0.002", "--repeat", "1"]
     args += ["--corpus", str(corpus), "--opencsd", str(_opencsd()), "--json", str(result)]
     got = subprocess.run(
         [sys.executable, str(SCRIPT), *args, "--work", str(tmp_path / "work")],
@@ -56,14 +57,14 @@ def test_bench_prints_the_table(corpus: Path, tmp_path: Path) -> None:
 
     ratios = _rows(out, "## cstrace / OpenCSD 1.8.0")
     assert [(r[0], r[2]) for r in ratios] == [
-        ("PTM", "elements"),
-        ("PTM", "listing"),
+        ("PTM-1", "elements"),
+        ("PTM-1", "listing"),
         ("ITM", "elements"),
         ("ITM", "listing"),
     ]
     for r in ratios:
         assert len(r) == 11
-        assert r[1].startswith(("Snowball x1 ", "itm_only_csformat x600 "))
+        assert r[1].startswith(("Snowball x2 ", "itm_only_csformat x600 "))
         for cell in r[3:7]:  # min / median seconds
             low, mid = (float(x) for x in cell.split(" / "))
             assert 0 <= low <= mid
@@ -72,7 +73,7 @@ def test_bench_prints_the_table(corpus: Path, tmp_path: Path) -> None:
         assert r[10] in ("met", "not met")
 
     jobs = _rows(out, "## --jobs 2 against --jobs 1")
-    assert [(r[0], r[1]) for r in jobs] == [("PTM", "elements"), ("PTM", "listing")]
+    assert [(r[0], r[1]) for r in jobs] == [("PTM-1", "elements"), ("PTM-1", "listing")]
     for r in jobs:
         assert len(r) == 10
         assert float(r[6]) > 0
@@ -81,7 +82,7 @@ def test_bench_prints_the_table(corpus: Path, tmp_path: Path) -> None:
         assert r[9] in ("met", "not met")
 
     checks = _rows(out, "## Checks")
-    assert [r[0] for r in checks] == ["PTM", "ITM"]
+    assert [r[0] for r in checks] == ["PTM-1", "ITM"]
     for r in checks:
         size = r[1]
         assert r[2] == f"{size} / {size}"  # the reference processed the whole tiled buffer
@@ -94,7 +95,7 @@ def test_bench_prints_the_table(corpus: Path, tmp_path: Path) -> None:
 
     data = json.loads(result.read_text())
     assert data["repeat"] == 1
-    assert [(c["case"], c["times"]) for c in data["results"]] == [("PTM", 1), ("ITM", 600)]
+    assert [(c["case"], c["times"]) for c in data["results"]] == [("PTM-1", 2), ("ITM", 600)]
     for case in data["results"]:
         for m in case["measures"]:
             assert set(m["cstrace"]) == {"cpu_min", "cpu_median", "wall_min", "wall_median"}

@@ -2,8 +2,9 @@
 
 Judged by the serial decode itself (``--jobs 1``): the listing (packet lines
 included), text, JSON Lines and the null format's loss summary, stdout and
-stderr, with ``--jobs 2`` and ``--jobs 3`` on ETMv4 and ETE corpus snapshots
-(small streams are cut too: ``CSTRACE_SPLIT_MIN=1``). Also: the run is really
+stderr, with ``--jobs 2`` and ``--jobs 3`` on ETMv4, ETE and PTM corpus
+snapshots (small streams are cut too: ``CSTRACE_SPLIT_MIN=1``), and with a
+cut forced at every synchronisation point of the PTM streams. Also: the run is really
 cut and its pieces decoded in worker processes; a join whose states do not
 agree (forced) is decoded again by the parent and the output stays the same;
 every piece joins on the corpus, and the pieces' counts merge to the whole
@@ -27,13 +28,24 @@ from cstrace.inputs import open_input
 from cstrace.parallel import ParallelDecode, can_fork, lanes_of, split_plans
 from cstrace.protocols import DecodeOptions
 from cstrace.render.ocsd import listing_lines
-from cstrace.split import SplitPlan, fallback_run, piece_of, piece_run, plan_split
+from cstrace.split import (
+    SplitPlan,
+    WindowStream,
+    cut_in_every_format,
+    fallback_run,
+    find_gate,
+    piece_of,
+    piece_run,
+    plan_split,
+)
 from tests.marks import corpus_params
 
 pytestmark = pytest.mark.skipif(not can_fork(), reason="the process pool forks its workers")
 
 SMALL = ["juno_r1_1", "infrastructure", "juno-uname-001"]
 """ETMv4 and ETE snapshots whose streams are short: cut with CSTRACE_SPLIT_MIN=1."""
+PTM = ["Snowball", "TC2", "trace_cov_a15"]
+"""Snapshots with PTM streams (TC2: with ETMv3 ones, which are not cut)."""
 
 
 def decode(argv: list[str], out: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -110,17 +122,49 @@ def test_short_streams_not_cut(corpus: Path) -> None:
     assert plans_of(corpus / "snapshots" / "juno_r1_1", 2, 256 * 1024) == {}
 
 
+@pytest.mark.parametrize(("fmt", "jobs"), [("ocsd", 2), ("null", 2), ("text", 3)])
+@pytest.mark.parametrize("name", ["Snowball", "TC2"])
+def test_ptm_streams_cut(
+    corpus: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    fmt: str,
+    jobs: int,
+) -> None:
+    monkeypatch.setenv("CSTRACE_SPLIT_MIN", "1")
+    snap = corpus / "snapshots" / name
+    plans = plans_of(snap, jobs, 1)
+    assert plans, "nothing to cut: the test would not test the split"
+    same_as_serial(snap, fmt, jobs, tmp_path, capsys)
+
+
+def test_ptm_cut_in_every_format(corpus: Path) -> None:
+    """PTM pieces decode as the whole run does: its streams are cut whatever the output
+    format (``CutPoints.every_format``); ETMv4's only for the listing by default."""
+    snaps = corpus / "snapshots"
+    assert cut_in_every_format(open_input(snaps / "Snowball"))
+    assert not cut_in_every_format(open_input(snaps / "juno_r1_1"))
+    trace = open_input(snaps / "TC2")
+    every = split_plans(trace, trace.buffers, DecodeOptions(), 2, 1, every_format_only=True)
+    assert every and every == plans_of(snaps / "TC2", 2, 1)  # (its ETMv3 streams: not cut)
+    trace = open_input(snaps / "juno_r1_1")
+    assert not split_plans(trace, trace.buffers, DecodeOptions(), 2, 1, every_format_only=True)
+    assert plans_of(snaps / "juno_r1_1", 2, 1)
+
+
 def runs_of(snap: Path) -> Iterator[tuple[Session, SourceRun]]:
-    """Every ETMv4/ETE run of ``snap``, each in a session of its own."""
+    """Every run of ``snap`` whose protocol can be cut, each in a session of its own."""
     trace = open_input(snap)
     for buffer in trace.buffers:
         for i, run in enumerate(Session(trace).open_buffer(buffer).runs):
-            if run.protocol.name in ("etmv4", "ete"):
+            if run.protocol.splittable:
                 session = Session(trace)
                 yield session, session.open_buffer(buffer).runs[i]
 
 
-@pytest.mark.parametrize("name", corpus_params(["bugfix-exact-match", *SMALL]))
+@pytest.mark.parametrize("name", corpus_params(["bugfix-exact-match", *SMALL, *PTM]))
 def test_every_piece_joins(corpus: Path, name: str) -> None:
     """Cut into many pieces, every join holds and the listing is the serial one."""
     cut = 0
@@ -143,7 +187,50 @@ def test_every_piece_joins(corpus: Path, name: str) -> None:
             cut += 1
         assert k == plan.pieces - 1
         assert lines == serial
-    assert cut >= 1
+    if name != "trace_cov_a15":  # (its PTM stream is 14 bytes long)
+        assert cut >= 1
+
+
+def forced_plans(run: SourceRun) -> Iterator[SplitPlan]:
+    """One plan per synchronisation point of ``run``'s stream where a fresh decode
+    settles: a single cut there."""
+    cuts = run.protocol.cuts
+    assert cuts is not None
+    data = run.stream.data
+    size = len(data)
+    at = data.find(cuts.sync)
+    while at >= 0:
+        first = at if cuts.start_of is None else cuts.start_of(data, at)
+        cut = find_gate(run, WindowStream(run.stream, run.stream.offset_at(first)))
+        if cut is not None:
+            yield SplitPlan(run.trace_id, (cut,), size)
+        at = data.find(cuts.sync, at + 1)
+
+
+@pytest.mark.parametrize("name", corpus_params(PTM))
+def test_ptm_cut_forced_at_every_sync(corpus: Path, name: str) -> None:
+    """A cut at each A-sync of each PTM stream in turn: the two pieces join and give the
+    serial listing; after the first piece, decoding again from its start (as the parent
+    does when a join fails) gives the serial listing too."""
+    forced = 0
+    for _, run in runs_of(corpus / "snapshots" / name):
+        serial = list(listing_lines(run))
+        for plan in forced_plans(run):
+            first = piece_run(run, plan, 0)
+            lines = list(listing_lines(first))
+            info = piece_of(first)
+            assert info is not None and info.stopped == 0 and info.joined
+            second = piece_run(run, plan, 1)
+            rest = list(listing_lines(second))
+            start = piece_of(second)
+            assert start is not None and start.start_ok and start.at_end
+            assert lines + rest == serial, (run.trace_id, plan.cuts[0].offset)
+            assert info.last is not None
+            again = list(listing_lines(fallback_run(run, plan, 0, info.last)))
+            assert lines + again == serial
+            forced += 1
+    if name != "trace_cov_a15":
+        assert forced >= 3
 
 
 def test_pieces_count_as_the_run(corpus: Path) -> None:

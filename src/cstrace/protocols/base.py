@@ -39,6 +39,8 @@ from cstrace.protocols.packet import Packet
 from cstrace.tally import PacketCount
 
 __all__ = [
+    "CutDecoder",
+    "CutPoints",
     "DecodeContext",
     "DecodeOptions",
     "LossCategory",
@@ -148,6 +150,69 @@ class DecodeContext:
     rebuild it)."""
 
 
+class CutDecoder(Protocol):
+    """A reader and decoder of one stream as :mod:`cstrace.split` drives them, packet by
+    packet, to decode a stream in pieces cut at synchronisation points."""
+
+    @property
+    def last_idx(self) -> int:
+        """The capture index of the last packet decoded."""
+        ...
+
+    @property
+    def halted(self) -> bool:
+        """Whether decoding stopped for good (a fatal error, whose diagnostic ends the
+        output of the packet: no more packets are read)."""
+        ...
+
+    def packets(self, stream: Stream, complete: bool) -> Iterator[Packet]:
+        """The packets of ``stream``, read with this decoder's reader state."""
+        ...
+
+    def decode(self, pkt: Packet) -> list[Any]:
+        """The element rows (:mod:`cstrace.rows`) of one packet, diagnostics where the
+        reference logs them; the list is reused by the next call."""
+        ...
+
+    def finish(self) -> list[Any]:
+        """The element rows of the end of the trace (as :meth:`decode`)."""
+        ...
+
+    def settled(self) -> bool:
+        """Whether a decode started at a cut knows all it will ever know of what came
+        before it (synchronised, its addresses and context given since the cut)."""
+        ...
+
+    def cut_state(self) -> tuple[object, ...]:
+        """The reader's and decoder's state, everything that decides what later packets
+        give, as one comparable value."""
+        ...
+
+
+@dataclass(frozen=True)
+class CutPoints:
+    """Where a stream of a protocol may be cut and decoded in pieces (``ProtocolSpec.cuts``).
+
+    A cut starts at a synchronisation packet; each protocol's ``cut.py`` makes one.
+    """
+
+    sync: bytes
+    """The bytes every synchronisation packet where a cut may start ends with (found
+    with ``bytes.find``)."""
+    decoder: Callable[[Any, DecodeContext], CutDecoder]
+    """A fresh reader and decoder for a configuration and decode context."""
+    opens: Callable[[Packet], bool]
+    """Whether the first packet a fresh decoder reads at a cut is the synchronisation
+    packet it should be."""
+    start_of: Callable[[bytes, int], int] | None = None
+    """Where, in the data, the synchronisation packet whose ``sync`` bytes were found at
+    the position given starts (None: there)."""
+    every_format: bool = False
+    """Whether cutting pays in every output format, not only for the listing: the pieces
+    decode their elements about as fast as the whole run does (no faster path of the
+    whole run is lost in a piece)."""
+
+
 LossCategory = Literal["unsynced", "sync", "overflow", "bad", "bad_kind", "truncated", "grouped"]
 """What a packet means to the loss report (:mod:`cstrace.analyses.loss`), named in each
 protocol's ``ProtocolSpec.loss_packets``:
@@ -217,9 +282,9 @@ class ProtocolSpec:
     raw_source_type: str | None = None
     """The source type (``PTM1.1``) a source of a raw capture gets when the user names
     the protocol with ``--protocol``; None when the protocol is not named that way."""
-    splittable: bool = False
-    """Whether a busy stream can be cut between synchronisation points and decoded in
-    pieces by several workers (:mod:`cstrace.split`)."""
+    cuts: CutPoints | None = None
+    """How a busy stream can be cut between synchronisation points and decoded in pieces
+    by several workers (:mod:`cstrace.split`); None: it cannot."""
     loss_packets: tuple[tuple[type, LossCategory, str], ...] = ()
     """The packet classes the loss report counts, each with its category (see
     :data:`LossCategory`) and label. Empty: the report counts elements only, not
@@ -240,3 +305,8 @@ class ProtocolSpec:
     synchronisation (ITM and STM, as the reference does), each with the words the loss
     report names it by ("reading stops after a reserved header"): the report counts the
     bytes left unread after such a packet."""
+
+    @property
+    def splittable(self) -> bool:
+        """Whether a busy stream can be cut and decoded in pieces (``cuts`` is given)."""
+        return self.cuts is not None

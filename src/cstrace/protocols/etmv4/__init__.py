@@ -25,6 +25,7 @@ from cstrace.protocols.base import (
 )
 from cstrace.protocols.etmv4 import packets as _p
 from cstrace.protocols.etmv4.config import Etmv4Config, from_registers
+from cstrace.protocols.etmv4.cut import CUTS
 from cstrace.protocols.etmv4.reader import iter_packets
 
 __all__ = ["PROTOCOL", "Etmv4Config", "from_registers", "iter_packets"]
@@ -81,7 +82,7 @@ PROTOCOL = ProtocolSpec(
     iter_row_packets=iter_row_packets if iter_rows is not None else None,
     iter_stream_rows=iter_stream_rows,
     idle_zeros=idle_period(12),
-    splittable=True,
+    cuts=CUTS,
     aliases=("etm4",),
     raw_source_type="ETM4",
     loss_packets=LOSS_PACKETS,

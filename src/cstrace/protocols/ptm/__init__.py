@@ -10,7 +10,8 @@ from __future__ import annotations
 from cstrace.protocols.base import ProtocolSpec, idle_period
 from cstrace.protocols.ptm import packets as _p
 from cstrace.protocols.ptm.config import PtmConfig, from_registers
-from cstrace.protocols.ptm.decoder import iter_elements
+from cstrace.protocols.ptm.cut import CUTS
+from cstrace.protocols.ptm.decoder import iter_elements, iter_rows
 from cstrace.protocols.ptm.reader import iter_packets
 
 __all__ = ["PROTOCOL", "PtmConfig", "from_registers", "iter_elements", "iter_packets"]
@@ -20,8 +21,10 @@ PROTOCOL = ProtocolSpec(
     from_registers=from_registers,
     iter_packets=iter_packets,
     iter_elements=iter_elements,
+    iter_rows=iter_rows,
     uses_memory=True,
     idle_zeros=idle_period(176),
+    cuts=CUTS,
     aliases=("pft",),
     raw_source_type="PTM1.1",
     loss_packets=(

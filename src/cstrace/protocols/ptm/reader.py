@@ -212,6 +212,8 @@ class ReaderState:
         "isa",
         "ns",
         "timestamp",
+        "ts_bits",
+        "ts_full",
         "ts_last",
         "ts_last_bits",
         "ts_last_mask",
@@ -228,6 +230,8 @@ class ReaderState:
         """Offset in a timestamp packet of its last possible timestamp byte."""
         self.ts_last_mask = 0xFF if ts64 else 0x3F
         self.ts_last_bits = 8 if ts64 else 6
+        self.ts_full = 64 if ts64 else 48
+        """Bits in a whole timestamp."""
         self.isa = Isa.UNKNOWN
         self.address = 0
         self.valid_bits = 0
@@ -237,6 +241,33 @@ class ReaderState:
         self.ns = False
         self.hyp = False
         self.timestamp = 0
+        self.ts_bits = 0
+        """Timestamp bits given since synchronisation (the most in one packet)."""
+
+    CUT_CONSTANTS = frozenset(
+        ("ca", "ctxt_bytes", "ts_last", "ts_last_mask", "ts_last_bits", "ts_full")
+    )
+    """Attributes set from the configuration: not state crossing a cut."""
+
+    def cut_state(self) -> tuple[object, ...]:
+        """What the reading of later packets depends on, as one comparable value (see
+        :mod:`cstrace.split`); every attribute is here or in :data:`CUT_CONSTANTS`."""
+        return (
+            self.isa,
+            self.address,
+            self.valid_bits,
+            self.alt_isa_exc,
+            self.ns,
+            self.hyp,
+            self.timestamp,
+            self.ts_bits >= self.ts_full,
+        )
+
+    def settled(self, timestamps: bool) -> bool:
+        """Whether a reader started at a synchronisation point has been given everything
+        it keeps: a whole address (an I-sync), and a whole timestamp when ``timestamps``
+        are traced."""
+        return self.valid_bits >= 32 and (not timestamps or self.ts_bits >= self.ts_full)
 
 
 # --- per-kind readers (§4.5) -----------------------------------------------------------
@@ -512,6 +543,8 @@ def read_timestamp(
     # whatever ETMCCER bit 28 says; so do we (see the module notes).
     mask = (1 << nbits) - 1
     st.timestamp = (st.timestamp & ~mask) | (value & mask)
+    if nbits > st.ts_bits:
+        st.ts_bits = nbits
     return Timestamp(index, data[pos:p], st.timestamp, nbits, cc)
 
 
@@ -756,8 +789,14 @@ def _iter_unsynced(win: BlockWindow, hunt: _Unsynced) -> Generator[Packet, None,
 # --- the reading loop ------------------------------------------------------------------
 
 
-def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> Iterator[Packet]:
-    """Read the PTM packets of one trace ID's stream (see the module's reader contract)."""
+def iter_packets(
+    stream: Stream, config: PtmConfig, complete: bool = True, state: ReaderState | None = None
+) -> Iterator[Packet]:
+    """Read the PTM packets of one trace ID's stream (see the module's reader contract).
+
+    ``state``, when given, is the reader state used (and updated) once synchronised:
+    :mod:`cstrace.split` compares it where it cuts a stream.
+    """
     win = BlockWindow(stream)
     if not win.advance(0):
         return
@@ -768,7 +807,7 @@ def iter_packets(stream: Stream, config: PtmConfig, complete: bool = True) -> It
         return
     yield ASync(hunt.index, hunt.async_raw)
 
-    st = ReaderState(config)
+    st = ReaderState(config) if state is None else state
     readers = READERS
     atoms = _ONE_BYTE_ATOMS[st.ca]
     raw1 = _RAW1
