@@ -42,14 +42,12 @@ are made: decode a watched run once.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from cstrace.batch import ElementBatch
 from cstrace.capture.stream import Stream, WrappedStream
 from cstrace.decode import BufferDecode, Session, SourceRun
 from cstrace.elements import (
@@ -73,6 +71,9 @@ from cstrace.protocols import DecodeOptions, Packet, ProtocolSpec
 from cstrace.rows import scan
 from cstrace.tally import PacketCount, counted
 from cstrace.trace import Trace
+
+if TYPE_CHECKING:
+    from cstrace.batch import ElementBatch
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -621,10 +622,15 @@ class _Tally:
         """``source`` (lists of element rows, :mod:`cstrace.rows`), counted as
         :meth:`count_elements` counts elements."""
         get = self.element_handlers.get
+        # A decoder that writes columns gives lists of one ElementBatch (cstrace.batch,
+        # not imported here when no decoder did).
+        batch_type = getattr(sys.modules.get("cstrace.batch"), "ElementBatch", None)
         n = 0
         try:
             for items in source:
-                if len(items) == 1 and type(items[0]) is ElementBatch:
+                if batch_type is None and "cstrace.batch" in sys.modules:
+                    batch_type = sys.modules["cstrace.batch"].ElementBatch
+                if len(items) == 1 and type(items[0]) is batch_type:
                     n += len(items[0])
                     self._count_batch(items[0])
                     yield items
@@ -641,8 +647,11 @@ class _Tally:
         self._count_rest()
 
     def _count_batch(self, batch: ElementBatch) -> None:
-        """Count the elements of a batch of rows: ITM timestamps from the columns, the
-        rows of the other element types through their handlers."""
+        """Count the elements of a batch of rows: ITM and STM timestamps from the columns
+        (as the handlers of their element objects count them), the rows of the other
+        element types through their handlers."""
+        import numpy as np
+
         types = batch["type"]
         itm = types == ElemType.ITMTRACE
         if itm.any():
@@ -662,7 +671,15 @@ class _Tally:
                     self.local_ts[2] += len(values)
                 else:
                     self.local_ts = [int(values[0]), int(values[-1]), len(values)]
-        rest = np.flatnonzero(~itm)
+        sw = types == ElemType.SWTRACE
+        if sw.any():
+            values = batch["timestamp"][sw & batch["timestamp_valid"]]
+            if len(values):
+                if self.ts_first is None:
+                    self.ts_first = int(values[0])
+                self.ts_last = int(values[-1])
+                self.ts_count += len(values)
+        rest = np.flatnonzero(~(itm | sw))
         if len(rest):
             get = self.element_handlers.get
             for e in batch.take(rest):
