@@ -13,16 +13,12 @@ packet, as in the reference output. Packet text comes from
 from __future__ import annotations
 
 import importlib
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from cstrace.bits import hexbytes
-from cstrace.elements import Diagnostic
-from cstrace.errors import DiagKind
 from cstrace.protocols import Packet
-from cstrace.render.ocsd.diagnostics import diagnostic_text
 from cstrace.render.ocsd.elements import element_text
+from cstrace.render.ocsd.listing import run_listing
 
 if TYPE_CHECKING:
     from cstrace.decode import SourceRun
@@ -45,48 +41,4 @@ def listing_lines(run: SourceRun, *, packets: bool = True) -> Iterator[str]:
     packet being decoded, with no newline (glued to the next line), as
     ``trc_pkt_lister`` does.
     """
-    text_of = packet_renderer(run.protocol.name)
-    protocol = run.protocol.name
-    prefix = f"ID:{run.packet_id:x}; ["
-    elem_prefix = f"; ID:{run.trace_id:x}; "
-    pending: deque[Packet] = deque()
-    popleft = pending.popleft
-
-    def tap(source: Iterable[Packet]) -> Iterator[Packet]:
-        append = pending.append
-        for p in source:
-            append(p)
-            yield p
-
-    glue = ""
-    for elem in run.elements(tap(run.packets())):
-        # The packets read since the last element (inlined: this loop is hot).
-        while pending:
-            p = popleft()
-            # The reference's raw-packet monitor skips packets with no bytes
-            # (they still reach the decoder, e.g. an empty NOTSYNC).
-            if packets and p.raw:
-                line = f"Idx:{p.offset}; {prefix}{hexbytes(p.raw)}];\t{text_of(p)}"
-                if glue:
-                    line = glue + line
-                    glue = ""
-                yield line
-        if type(elem) is Diagnostic:
-            if elem.kind != DiagKind.SYNC_WAIT:  # (a count the reference does not log)
-                glue += diagnostic_text(protocol, elem)
-            continue
-        line = f"Idx:{elem.offset}{elem_prefix}{element_text(elem)}"
-        if glue:
-            line = glue + line
-            glue = ""
-        yield line
-    while pending:
-        p = popleft()
-        if packets and p.raw:
-            line = f"Idx:{p.offset}; {prefix}{hexbytes(p.raw)}];\t{text_of(p)}"
-            if glue:
-                line = glue + line
-                glue = ""
-            yield line
-    if glue:
-        yield glue
+    return run_listing(run, packet_renderer(run.protocol.name), packets)
