@@ -105,10 +105,10 @@ the ITM and STM readers and decoders, ``protocols/itm/boundary.py`` and
 others are compiled as they are: the instruction classifiers and the memory map
 (called for each new block walked), the listing's loop and printers of element
 text and of ITM and STM packets (``bits.py`` and ``render/ocsd``: a line of text
-per packet and element), and the PTM reader and the ETMv3 reader and decoder, whose inner loops are generator functions, whose locals a ``.pxd``
-cannot type (it types only ``cdef``/``cpdef`` functions and ``cdef`` classes),
-so compiling them gains little until those loops become methods
-(docs/performance.md).
+per packet and element), and the PTM reader and the ETMv3 reader and decoder,
+whose inner loops are generator functions, whose locals a ``.pxd`` cannot type
+(it types only ``cdef``/``cpdef`` functions and ``cdef`` classes), so compiling
+them gains little until those loops become methods (docs/performance.md).
 
 A module compiled without a ``.pxd`` keeps Python's semantics except where
 Cython gives an expression a C type: the value of a ``bytes`` item, ``len()``.

@@ -12,7 +12,7 @@ cdef class ElementSink:
     cdef public int trace_id, state
     cdef public object reason, pending, raw, last_other
     cdef public long long last
-    cdef public bint stopped, fatal, as_columns
+    cdef public bint stopped, fatal, as_columns, recover
     cdef public list objects, tap, sync_at, overflow_at
     cdef public dict handlers, arrays
     cdef public Py_ssize_t packets, limit, syncs, overflows, size, rows
@@ -33,4 +33,5 @@ cdef class ElementSink:
     cpdef void count_overflow(self, long long offset) except *
     cpdef void report(self, object pkt) except *
     cpdef void count_other(self, object pkt) except *
+    cpdef bint bad_packet(self, object pkt, bint reserved, int kind_number) except -1
     cpdef void finish(self, bint complete) except *

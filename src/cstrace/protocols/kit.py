@@ -43,6 +43,7 @@ import numpy as np
 from cstrace.capture.stream import Stream
 from cstrace.capture.window import BlockWindow
 from cstrace.elements import Diagnostic, Element, EoTrace, NoSync, UnsyncReason
+from cstrace.errors import DiagCode, DiagKind
 from cstrace.protocols.base import DecodeContext, Packet
 from cstrace.tally import PacketCount
 
@@ -55,6 +56,7 @@ __all__ = [
     "elements_of",
     "input_blocks",
     "stream_rows",
+    "tapped",
 ]
 
 NO_SYNC = 0
@@ -90,6 +92,9 @@ class ElementSink:
         columns: tuple[tuple[str, str], ...],
     ) -> None:
         self.trace_id = trace_id
+        self.recover: bool
+        """Packets before synchronisation are decoded, and decoding goes on after a bad
+        packet (set by the decoder class, from its configuration, before this runs)."""
         self.state = _NO_SYNC
         self.reason = UnsyncReason.RESET_DECODER if reset else UnsyncReason.INIT_DECODER
         self.last = 0
@@ -247,6 +252,28 @@ class ElementSink:
         self.last_other = pkt
         self.report(pkt)
 
+    def bad_packet(self, pkt: Packet, reserved: bool, kind_number: int) -> bool:
+        """At a RESERVED (``reserved``) or BAD_SEQUENCE packet met while decoding
+        (``kind_number``: its packet kind, the diagnostic's detail).
+
+        Returns False when decoding stops there, as the reference's does (a
+        fatal error for it). When packets before synchronisation are decoded
+        (:attr:`recover`), gives an error ``DIAGNOSTIC`` (the packet's kind in
+        its detail) and a ``NO_SYNC`` (bad packet), waits for synchronisation
+        again and returns True: the decoder then forgets its own state.
+        """
+        if not self.recover:
+            self.stopped = True
+            return False
+        kind = DiagKind.BAD_PACKET if reserved else DiagKind.BAD_SEQUENCE
+        self.element(
+            Diagnostic(pkt.offset, self.trace_id, DiagCode.BAD_DECODE_PKT, kind, kind_number)
+        )
+        self.element(NoSync(pkt.offset, UnsyncReason.BAD_PACKET))
+        self.state = _WAIT_SYNC
+        self.pending = None
+        return True
+
     def finish(self, complete: bool) -> None:
         """At the end of the stream: ``EO_TRACE`` (when the capture is complete and the
         decoder did not stop at a bad packet)."""
@@ -295,6 +322,20 @@ def stream_rows(
             count.occurred("sync", dec.syncs, dec.sync_at)
             count.occurred("overflow", dec.overflows, dec.overflow_at)
             count.add(dec.packets, done)
+
+
+def tapped(
+    read: Reader, dec: ElementSink, stream: Stream, config: object, complete: bool
+) -> Iterator[Any]:
+    """The packet objects of one stream: ``read`` with a tap on ``dec`` (its packet
+    methods make packet objects instead of decoding), each packet given as soon as the
+    reader yields after it."""
+    tap: list[Packet] = []
+    dec.tap = tap
+    for _ in read(stream, config, complete, dec):
+        yield from tap
+        tap.clear()
+    yield from tap
 
 
 def elements_of(

@@ -15,7 +15,7 @@ cdef tuple _PKT_TYPES
 # (not final: Cython would then refuse the overriding of the sink's bind_columns)
 cdef class ItmDecoder(ElementSink):
     cdef public int prescale, page
-    cdef public bint recover, need_gts2, freq_change, overflow
+    cdef public bint need_gts2, freq_change, overflow
     cdef public unsigned long long local_ts, global_ts
     cdef unsigned char[:] c_type, c_pkt, c_src, c_size, c_tsv, c_ovf, c_freq
     cdef long long[:] c_offset

@@ -48,8 +48,6 @@ from cstrace.elements import (
     Element,
     ITMPacketType,
     ITMTrace,
-    NoSync,
-    UnsyncReason,
 )
 from cstrace.errors import DiagCode, DiagKind, Severity
 from cstrace.protocols.base import DecodeContext, Packet
@@ -68,7 +66,7 @@ from cstrace.protocols.itm.packets import (
     Swit,
     Unsynced,
 )
-from cstrace.protocols.kit import NO_SYNC, WAIT_SYNC, ElementSink, elements_of
+from cstrace.protocols.kit import NO_SYNC, ElementSink, elements_of
 
 __all__ = ["COLUMNS", "ItmDecoder", "iter_elements"]
 
@@ -297,17 +295,8 @@ class ItmDecoder(ElementSink):
                 self.pending = _unsynced_note(pkt, self.trace_id)
             return
         if isinstance(pkt, (Reserved, BadSequence)):
-            if not self.recover:
-                self.stopped = True  # the reference stops decoding on a bad packet
-                return
-            kind = DiagKind.BAD_PACKET if isinstance(pkt, Reserved) else DiagKind.BAD_SEQUENCE
-            self.element(
-                Diagnostic(pkt.offset, self.trace_id, DiagCode.BAD_DECODE_PKT, kind, int(pkt.KIND))
-            )
-            self.element(NoSync(pkt.offset, UnsyncReason.BAD_PACKET))
-            self.state = WAIT_SYNC
-            self._reset()
-            self.pending = None
+            if self.bad_packet(pkt, isinstance(pkt, Reserved), int(pkt.KIND)):
+                self._reset()
         elif isinstance(pkt, NotSync):
             # Not expected once synchronised; the reference starts over.
             self.state = NO_SYNC

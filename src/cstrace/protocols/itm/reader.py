@@ -58,7 +58,7 @@ from cstrace.protocols.itm.packets import (
     Reserved,
     Unsynced,
 )
-from cstrace.protocols.kit import input_blocks, stream_rows
+from cstrace.protocols.kit import input_blocks, stream_rows, tapped
 from cstrace.tally import PacketCount
 
 __all__ = [
@@ -165,13 +165,7 @@ def iter_packets(
     :func:`read`: the decoder's packet methods make packet objects instead of
     decoding them.
     """
-    dec = ItmDecoder(config)
-    tap: list[ItmPacket] = []
-    dec.tap = tap  # type: ignore[assignment]
-    for _ in read(stream, config, complete, dec):
-        yield from tap
-        tap.clear()
-    yield from tap
+    return tapped(read, ItmDecoder(config), stream, config, complete)
 
 
 def iter_stream_rows(

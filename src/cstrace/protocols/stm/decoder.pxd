@@ -12,7 +12,7 @@ cdef int _SWTRACE, _MARKER, _TRIGGER, _FREQUENCY, _MASTER_ERR, _GLOBAL_ERR
 
 # (not final: Cython would then refuse the overriding of the sink's bind_columns)
 cdef class StmDecoder(ElementSink):
-    cdef public bint recover, id_valid
+    cdef public bint id_valid
     cdef public int master, channel
     cdef unsigned char[:] c_type, c_id_valid, c_bits, c_marker, c_trigger, c_freq
     cdef unsigned char[:] c_merr, c_gerr, c_tsv

@@ -35,10 +35,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from cstrace.elements import Diagnostic, Element, NoSync, SWTrace, UnsyncReason
+from cstrace.elements import Diagnostic, Element, SWTrace
 from cstrace.errors import DiagCode, DiagKind, Severity
 from cstrace.protocols.base import DecodeContext, Packet
-from cstrace.protocols.kit import WAIT_SYNC, ElementSink, elements_of
+from cstrace.protocols.kit import ElementSink, elements_of
 from cstrace.protocols.stm.config import StmConfig
 from cstrace.protocols.stm.packets import (
     C8,
@@ -330,18 +330,9 @@ class StmDecoder(ElementSink):
                 )
             return
         if isinstance(pkt, (Reserved, BadSequence)):
-            if not self.recover:
-                self.stopped = True  # the reference stops decoding on a bad packet
-                return
-            kind = DiagKind.BAD_PACKET if isinstance(pkt, Reserved) else DiagKind.BAD_SEQUENCE
-            self.element(
-                Diagnostic(pkt.offset, self.trace_id, DiagCode.BAD_DECODE_PKT, kind, int(pkt.KIND))
-            )
-            self.element(NoSync(pkt.offset, UnsyncReason.BAD_PACKET))
-            self.state = WAIT_SYNC
-            self.master = self.channel = 0
-            self.id_valid = False
-            self.pending = None
+            if self.bad_packet(pkt, isinstance(pkt, Reserved), int(pkt.KIND)):
+                self.master = self.channel = 0
+                self.id_valid = False
 
     def packet(self, pkt: Packet) -> None:
         """Decode one packet object (what the reader would have handed over as fields)."""

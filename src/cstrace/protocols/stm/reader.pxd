@@ -22,8 +22,9 @@ cdef class _SyncState:
     cdef public unsigned long long ts
     cdef public Py_ssize_t det
 
-    @cython.locals(num_f=cython.int, sync_start=cython.bint, is_sync=cython.bint, b=cython.int,
-                   ch=cython.int)
+    cpdef void step(self, int ch) noexcept
+
+    @cython.locals(b=cython.int)
     cpdef void detect(self, bytes data, Py_ssize_t k, Py_ssize_t stop) except *
 
 

@@ -52,7 +52,7 @@ from typing import Any
 from cstrace.capture.stream import Stream
 from cstrace.capture.window import BlockWindow, IndexCursor
 from cstrace.protocols.base import DecodeContext
-from cstrace.protocols.kit import READ_BLOCK, input_blocks, stream_rows
+from cstrace.protocols.kit import READ_BLOCK, input_blocks, stream_rows, tapped
 from cstrace.protocols.stm.boundary import HORIZON, SPAN, find_async, find_start, first_certain
 from cstrace.protocols.stm.decoder import StmDecoder
 from cstrace.protocols.stm.opcodes import (
@@ -167,13 +167,7 @@ def iter_packets(
     are read too (module text). This is a tap on :func:`read`: the decoder's
     packet methods make packet objects instead of decoding them.
     """
-    dec = StmDecoder(config)
-    tap: list[StmPacket] = []
-    dec.tap = tap  # type: ignore[assignment]
-    for _ in read(stream, config, complete, dec):
-        yield from tap
-        tap.clear()
-    yield from tap
+    return tapped(read, StmDecoder(config), stream, config, complete)
 
 
 def iter_stream_rows(
@@ -255,28 +249,25 @@ class _SyncState:
         self.det = 0
         """The window nibble up to which the detector has run."""
 
+    def step(self, ch: int) -> None:
+        """Run the detector over one nibble ``ch``."""
+        if ch == 15:
+            self.num_f = (self.num_f + 1) & 0xFF
+            self.sync_start = True
+        elif self.sync_start:
+            if ch == 0 and self.num_f >= 21:
+                self.is_sync = True
+            else:
+                self.num_f = 0
+                self.sync_start = False
+                self.is_sync = False
+
     def detect(self, data: bytes, k: int, stop: int) -> None:
         """Run the detector over window nibbles ``[k, stop)``."""
-        num_f = self.num_f
-        sync_start = self.sync_start
-        is_sync = self.is_sync
         while k < stop:
             b = data[k >> 1]
-            ch = b >> 4 if k & 1 else b & 15
+            self.step(b >> 4 if k & 1 else b & 15)
             k += 1
-            if ch == 15:
-                num_f = (num_f + 1) & 0xFF
-                sync_start = True
-            elif sync_start:
-                if ch == 0 and num_f >= 21:
-                    is_sync = True
-                else:
-                    num_f = 0
-                    sync_start = False
-                    is_sync = False
-        self.num_f = num_f
-        self.sync_start = sync_start
-        self.is_sync = is_sync
 
 
 _LOOKAHEAD = HORIZON // 2 + 1024
@@ -640,6 +631,7 @@ def _synced_run(
             # ASYNC: F nibbles until the detector fires; any other nibble first is an error.
             sync.detect(data, sync.det, at)
             sync.det = at
+            # (the detector's state up to here, kept for a packet cut by the window)
             num_f = sync.num_f
             sync_start = sync.sync_start
             is_sync = sync.is_sync
@@ -648,26 +640,20 @@ def _synced_run(
             bad = False
             while i < end:
                 b = data[i >> 1]
-                ch = b >> 4 if i & 1 else b & 15
+                sync.step(b >> 4 if i & 1 else b & 15)
                 i += 1
-                if ch == 15:
-                    num_f = (num_f + 1) & 0xFF
-                    sync_start = True
-                elif sync_start:
-                    if ch == 0 and num_f >= 21:
-                        is_sync = True
-                    else:
-                        num_f = 0
-                        sync_start = False
-                        is_sync = False
                 if i - k > 2:
-                    if is_sync:
+                    if sync.is_sync:
                         stop = i
                         break
-                    if not sync_start:
+                    if not sync.sync_start:
                         stop = i
                         bad = True
                         break
+            if stop < 0 or bad:
+                sync.num_f = num_f
+                sync.sync_start = sync_start
+                sync.is_sync = is_sync
             if stop < 0:
                 break
             if bad:
