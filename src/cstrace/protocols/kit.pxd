@@ -29,6 +29,7 @@ cdef class ElementSink:
 
     @cython.locals(state=cython.int)
     cpdef bint gate(self, long long offset, bint syncs) except -1
+    cpdef bint decodes(self, long long offset, bint syncs) except -1
     cpdef void count_sync(self, long long offset) except *
     cpdef void count_overflow(self, long long offset) except *
     cpdef void report(self, object pkt) except *

@@ -228,6 +228,12 @@ class ElementSink:
             self.state = _DECODE
         return False
 
+    def decodes(self, offset: int, syncs: bool) -> bool:
+        """Count one packet handed over as fields; True when it is to be decoded (the
+        decoder has not stopped, and is synchronised: :meth:`gate`)."""
+        self.packets += 1
+        return not self.stopped and self.gate(offset, syncs)
+
     def count_sync(self, offset: int) -> None:
         """Count a synchronisation packet (for the loss report)."""
         self.syncs += 1

@@ -184,8 +184,7 @@ class ItmDecoder(ElementSink):
         if self.tap is not None:
             self.tap.append(Swit(offset, self.raw, src, value, size))
             return
-        self.packets += 1
-        if self.stopped or not self.gate(offset, False):
+        if not self.decodes(offset, False):
             return
         channel = (src & 0x1F) | ((self.page << 5) & 0xFF)
         self._itm(offset, 0, channel, size, value, 0, False, False)
@@ -195,8 +194,7 @@ class ItmDecoder(ElementSink):
         if self.tap is not None:
             self.tap.append(Dwt(offset, self.raw, src, value, size))
             return
-        self.packets += 1
-        if self.stopped or not self.gate(offset, False):
+        if not self.decodes(offset, False):
             return
         self._itm(offset, 1, src, size, value, 0, False, False)
 
@@ -205,8 +203,7 @@ class ItmDecoder(ElementSink):
         if self.tap is not None:
             self.tap.append(LocalTs(offset, self.raw, tc, value, size, compact))
             return
-        self.packets += 1
-        if self.stopped or not self.gate(offset, False):
+        if not self.decodes(offset, False):
             return
         ts = (self.local_ts + value * self.prescale) & _MASK64
         self.local_ts = ts
@@ -220,8 +217,7 @@ class ItmDecoder(ElementSink):
                 raw = raw[:4] + bytes([raw[4] & 0x1F])
             self.tap.append(GlobalTs1(offset, raw, flags, value, size))
             return
-        self.packets += 1
-        if self.stopped or not self.gate(offset, False):
+        if not self.decodes(offset, False):
             return
         if flags & 2:
             self.need_gts2 = True
@@ -239,8 +235,7 @@ class ItmDecoder(ElementSink):
         if self.tap is not None:
             self.tap.append(GlobalTs2(offset, self.raw, value, size))
             return
-        self.packets += 1
-        if self.stopped or not self.gate(offset, False):
+        if not self.decodes(offset, False):
             return
         self.global_ts = ((self.global_ts & _MASK26) | (value << 26)) & _MASK64
         freq = self.freq_change
@@ -253,8 +248,7 @@ class ItmDecoder(ElementSink):
         if self.tap is not None:
             self.tap.append(Extension(offset, self.raw, hardware, nbits, value))
             return
-        self.packets += 1
-        if self.stopped or not self.gate(offset, False):
+        if not self.decodes(offset, False):
             return
         if not hardware and nbits == 2:
             self.page = value & 0xFF
@@ -264,9 +258,8 @@ class ItmDecoder(ElementSink):
         if self.tap is not None:
             self.tap.append(Overflow(offset, self.raw))
             return
-        self.packets += 1
         self.count_overflow(offset)
-        if self.stopped or not self.gate(offset, False):
+        if not self.decodes(offset, False):
             return
         self.local_ts = 0
         self.overflow = True
@@ -276,9 +269,8 @@ class ItmDecoder(ElementSink):
         if self.tap is not None:
             self.tap.append(Async(offset, self.raw))
             return
-        self.packets += 1
         self.count_sync(offset)
-        if self.stopped or not self.gate(offset, True):
+        if not self.decodes(offset, True):
             return
         self.pending = None  # synchronised before anything was decoded without it
 

@@ -183,8 +183,7 @@ class StmDecoder(ElementSink):
                 Data(offset, self.raw, bits, value, marker, ts if has_ts else None, ts_bits)
             )
             return
-        self.packets += 1
-        if self.stopped or not self.gate(offset, False):
+        if not self.decodes(offset, False):
             return
         self._sw(offset, bits, value, _MARKER if marker else 0, ts, has_ts)
 
@@ -193,8 +192,7 @@ class StmDecoder(ElementSink):
         if self.tap is not None:
             self.tap.append(M8(offset, self.raw, master))
             return
-        self.packets += 1
-        if self.stopped or not self.gate(offset, False):
+        if not self.decodes(offset, False):
             return
         self.master = master
         self.channel = 0
@@ -205,8 +203,7 @@ class StmDecoder(ElementSink):
         if self.tap is not None:
             self.tap.append(C8(offset, self.raw, channel))
             return
-        self.packets += 1
-        if self.stopped or not self.gate(offset, False):
+        if not self.decodes(offset, False):
             return
         self.channel = channel
 
@@ -215,8 +212,7 @@ class StmDecoder(ElementSink):
         if self.tap is not None:
             self.tap.append(C16(offset, self.raw, channel))
             return
-        self.packets += 1
-        if self.stopped or not self.gate(offset, False):
+        if not self.decodes(offset, False):
             return
         self.channel = channel
 
@@ -226,9 +222,8 @@ class StmDecoder(ElementSink):
         if self.tap is not None:
             self.tap.append(pkt)
             return
-        self.packets += 1
         self.report(pkt)
-        if self.stopped or not self.gate(offset, False):
+        if not self.decodes(offset, False):
             return
         self.channel = 0
         self._sw(offset, 8, value, _MASTER_ERR, 0, False)
@@ -239,9 +234,8 @@ class StmDecoder(ElementSink):
         if self.tap is not None:
             self.tap.append(pkt)
             return
-        self.packets += 1
         self.report(pkt)
-        if self.stopped or not self.gate(offset, False):
+        if not self.decodes(offset, False):
             return
         self.master = 0
         self.channel = 0
@@ -253,8 +247,7 @@ class StmDecoder(ElementSink):
         if self.tap is not None:
             self.tap.append(Flag(offset, self.raw, ts if has_ts else None, ts_bits))
             return
-        self.packets += 1
-        if self.stopped or not self.gate(offset, False):
+        if not self.decodes(offset, False):
             return
         self._sw(offset, 0, 0, _MARKER, ts, has_ts)
 
@@ -263,8 +256,7 @@ class StmDecoder(ElementSink):
         if self.tap is not None:
             self.tap.append(Trig(offset, self.raw, value, ts if has_ts else None, ts_bits))
             return
-        self.packets += 1
-        if self.stopped or not self.gate(offset, False):
+        if not self.decodes(offset, False):
             return
         self._sw(offset, 8, value, _TRIGGER, ts, has_ts)
 
@@ -273,8 +265,7 @@ class StmDecoder(ElementSink):
         if self.tap is not None:
             self.tap.append(Freq(offset, self.raw, value))
             return
-        self.packets += 1
-        if self.stopped or not self.gate(offset, False):
+        if not self.decodes(offset, False):
             return
         self._sw(offset, 32, value, _FREQUENCY, 0, False)
 
@@ -283,8 +274,7 @@ class StmDecoder(ElementSink):
         if self.tap is not None:
             self.tap.append(Null(offset, self.raw, ts if has_ts else None, ts_bits))
             return
-        self.packets += 1
-        if self.stopped or not self.gate(offset, False):
+        if not self.decodes(offset, False):
             return
         if has_ts:
             self._sw(offset, 0, 0, 0, ts, True)
@@ -294,8 +284,7 @@ class StmDecoder(ElementSink):
         if self.tap is not None:
             self.tap.append(Version(offset, self.raw, version))
             return
-        self.packets += 1
-        if self.stopped or not self.gate(offset, False):
+        if not self.decodes(offset, False):
             return
         self.master = 0
         self.channel = 0
@@ -305,9 +294,8 @@ class StmDecoder(ElementSink):
         if self.tap is not None:
             self.tap.append(Async(offset, self.raw))
             return
-        self.packets += 1
         self.count_sync(offset)
-        if self.stopped or not self.gate(offset, True):
+        if not self.decodes(offset, True):
             return
         self.pending = None  # synchronised before anything was decoded without it
 
