@@ -29,7 +29,7 @@ class PacketCount:
     itself: it calls the handler of each packet object's type and :meth:`add`s the number
     of packets it read (objects or not) when it stops."""
 
-    __slots__ = ("handlers", "last", "limit", "occurrences", "totals")
+    __slots__ = ("handlers", "last", "limit", "occurrences", "on_not_decoded", "totals")
 
     def __init__(
         self,
@@ -48,6 +48,8 @@ class PacketCount:
         self.last: list[Any] = []
         """The packet a reader stopped at, when it stops before the end of its stream
         (as :func:`counted`'s ``last`` holds the last packet passed)."""
+        self.on_not_decoded: Callable[[int, int, int], None] | None = None
+        """What counts the packets read after the decoder stopped (:meth:`not_decoded`)."""
 
     def occurred(self, category: str, count: int, offsets: list[int]) -> None:
         """Count ``count`` packets of loss category ``category`` read without a packet
@@ -55,6 +57,13 @@ class PacketCount:
         add = self.occurrences.get(category)
         if add is not None and count:
             add(count, offsets)
+
+    def not_decoded(self, offset: int, packets: int, size: int) -> None:
+        """Count ``packets`` packets (``size`` bytes, the first at capture index ``offset``)
+        read after the decoder stopped at a packet it cannot decode (as the reference's
+        does), among those :meth:`add` counts."""
+        if self.on_not_decoded is not None:
+            self.on_not_decoded(offset, packets, size)
 
     def add(self, n: int, done: bool) -> None:
         """Count ``n`` packets; ``done``: the reading reached the end of the stream."""

@@ -404,6 +404,7 @@ class _List:
         return Occurrences(self.count, tuple(self.first))
 
 
+_DECODER_STOPS = "the decoder stops at a packet it cannot decode"
 _BAD_DIAGNOSTICS = frozenset((DiagKind.BAD_PACKET, DiagKind.BAD_SEQUENCE))
 _START_REASONS = frozenset((UnsyncReason.INIT_DECODER, UnsyncReason.RESET_DECODER))
 
@@ -596,8 +597,17 @@ class _Tally:
             if target is not None and category not in bulk:
                 bulk[category] = partial(_add_many, target, label)
         count = PacketCount(self.packet_handlers, totals, bulk, self.limit)
+        count.on_not_decoded = self._not_decoded
         self.last_packet = count.last
         return count
+
+    def _not_decoded(self, offset: int, packets: int, size: int) -> None:
+        """Packets a reader and decoder in one loop read after the decoder stopped."""
+        if self.stopped_at is None:
+            self.stopped_at = offset
+            self.stopped_why = _DECODER_STOPS
+        self.undecoded_packets += packets
+        self.undecoded_bytes += size
 
     @property
     def packets(self) -> int:
@@ -696,7 +706,7 @@ class _Tally:
             for p in reader:
                 if self.stopped_at is None:
                     self.stopped_at = p.offset
-                    self.stopped_why = "the decoder stops at a packet it cannot decode"
+                    self.stopped_why = _DECODER_STOPS
                 self.undecoded_packets += len(p.raw) if type(p) in self.grouped_types else 1
                 self.undecoded_bytes += len(p.raw)
         self._count_unread()

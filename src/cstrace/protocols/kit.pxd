@@ -16,6 +16,8 @@ cdef class ElementSink:
     cdef public list objects, tap, sync_at, overflow_at
     cdef public dict handlers, arrays
     cdef public Py_ssize_t packets, limit, syncs, overflows, size, rows
+    cdef public Py_ssize_t undecoded, undecoded_bytes
+    cdef public long long stop_at
     cdef public tuple specs
 
     cpdef void new_columns(self) except *
@@ -32,6 +34,7 @@ cdef class ElementSink:
     cpdef bint decodes(self, long long offset, bint syncs) except -1
     cpdef void count_sync(self, long long offset) except *
     cpdef void count_overflow(self, long long offset) except *
+    cpdef void after_stop(self, long long offset, Py_ssize_t size) except *
     cpdef void report(self, object pkt) except *
     cpdef void count_other(self, object pkt) except *
     cpdef bint bad_packet(self, object pkt, bint reserved, int kind_number) except -1

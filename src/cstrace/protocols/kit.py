@@ -120,6 +120,11 @@ class ElementSink:
         self.sync_at: list[int] = []
         self.overflows = 0
         self.overflow_at: list[int] = []
+        self.undecoded = 0
+        """Packets read after the decoder stopped (:meth:`after_stop`)."""
+        self.undecoded_bytes = 0
+        self.stop_at = -1
+        """Capture index of the first packet read after the decoder stopped."""
         self.handlers: dict[type, Any] = {}
         self.as_columns = as_columns
         self.size = size
@@ -246,6 +251,14 @@ class ElementSink:
         if len(self.overflow_at) < self.limit:
             self.overflow_at.append(offset)
 
+    def after_stop(self, offset: int, size: int) -> None:
+        """Count a packet of ``size`` bytes read after the decoder stopped (a reader that
+        reads on to the end: the loss report counts them as not decoded)."""
+        if not self.undecoded:
+            self.stop_at = offset
+        self.undecoded += 1
+        self.undecoded_bytes += size
+
     def report(self, pkt: Packet) -> None:
         """Show a packet object to its loss report handler, if it has one."""
         handler = self.handlers.get(type(pkt))
@@ -327,6 +340,8 @@ def stream_rows(
                 count.last.append(dec.last_other)
             count.occurred("sync", dec.syncs, dec.sync_at)
             count.occurred("overflow", dec.overflows, dec.overflow_at)
+            if dec.undecoded:
+                count.not_decoded(dec.stop_at, dec.undecoded, dec.undecoded_bytes)
             count.add(dec.packets, done)
 
 

@@ -15,7 +15,7 @@ from cstrace.protocols.base import ProtocolSpec
 from cstrace.protocols.etmv3 import packets as _p
 from cstrace.protocols.etmv3.config import Etmv3Config, from_registers
 from cstrace.protocols.etmv3.decoder import iter_elements
-from cstrace.protocols.etmv3.reader import iter_packets
+from cstrace.protocols.etmv3.reader import iter_packets, iter_stream_rows
 
 __all__ = ["PROTOCOL", "Etmv3Config", "from_registers", "iter_elements", "iter_packets"]
 
@@ -32,6 +32,7 @@ PROTOCOL = ProtocolSpec(
     from_registers=from_registers,
     iter_packets=iter_packets,
     iter_elements=iter_elements,
+    iter_stream_rows=iter_stream_rows,
     uses_memory=True,
     idle_zeros=_idle_zeros,
     aliases=("etm3",),

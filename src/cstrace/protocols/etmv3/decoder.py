@@ -1,10 +1,20 @@
-"""ETMv3 program-flow decoder: ETMv3 packets + code memory → generic trace elements.
+"""ETMv3 program-flow decoder: ETMv3 packet fields + code memory → generic trace elements.
 
-Input: the packets of :mod:`cstrace.protocols.etmv3.reader`, the
+Input: the fields of each ETMv3 packet, handed over by the reader's loop
+(:func:`cstrace.protocols.etmv3.reader.read`; its
+:func:`~cstrace.protocols.etmv3.reader.iter_stream_rows` gives the element
+rows) or taken from packet objects (:func:`iter_elements`), the
 :class:`~cstrace.protocols.etmv3.config.Etmv3Config` and a
-:class:`~cstrace.protocols.base.DecodeContext` (code memory of the traced core);
-output: :mod:`cstrace.elements` elements, as the reference decoder (OpenCSD's
-ETMv3 decoder) produces them.
+:class:`~cstrace.protocols.base.DecodeContext` (code memory of the traced
+core); output: :mod:`cstrace.elements` elements, as the reference decoder
+(OpenCSD's ETMv3 decoder) produces them.
+
+One decoder, :class:`Etmv3Decoder`, with one method per packet kind, built on
+the protocol kit's :class:`~cstrace.protocols.kit.ElementSink` (the two sinks:
+element objects one packet at a time, as the listing wants them, or element
+columns with no object per ``INSTR_RANGE``: ``--format null``, Parquet, the
+loss report). P-headers and branch addresses, most of the packets, come as
+fields; the rare kinds as packet objects (:meth:`Etmv3Decoder.other`).
 
 ETMv3 traces every instruction (IHI 0014Q §7.3.1): each P-header atom is one
 instruction, executed (E) or failing its condition code (N). The decoder reads
@@ -15,6 +25,12 @@ branch is executed; an indirect branch waits for the branch address packet).
 In cycle-accurate mode each range carries the W cycles of its atom, and
 P-headers with only W atoms give ``CYCLE_COUNT`` elements.
 
+Synchronisation takes two packets: an A-sync, then an I-sync (the states
+:data:`_NO_SYNC`, :data:`_WAIT_ASYNC`, :data:`_WAIT_ISYNC`, :data:`_SYNCED`;
+while waiting for the I-sync, timestamps and, cycle-accurate, P-headers and
+cycle counts are decoded). The bytes of the packets skipped meanwhile are
+counted in a warning ``DIAGNOSTIC``.
+
 The reference queues its output in a small ring of reusable element records,
 and a few details of its output come from that: the last instruction range of
 a P-header is held back while it is the only element queued (an exception
@@ -22,7 +38,9 @@ with "cancel previous instruction" may remove it), an exception return holds
 back itself and the range before it, and some elements are sent with values
 left in their record by an earlier element (the instruction set of a
 ``PE_CONTEXT`` made by a context ID, VMID or exception packet; the range of an
-instruction the reference cannot decode). :class:`_Queue` reproduces that ring.
+instruction the reference cannot decode). :class:`_Slot` is one record of that
+ring; an ``INSTR_RANGE`` is kept in its record as fields, and becomes a row of
+columns (or an object) only when it is sent.
 
 The decoder drives the code memory: ``set_context`` on context IDs and VMIDs,
 and ``advance(time)`` as each ``TIMESTAMP`` leaves the ring.
@@ -36,7 +54,8 @@ A configuration with data tracing is not decoded at all, as in the reference.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from cstrace.elements import (
     AddrNacc,
@@ -80,7 +99,6 @@ from cstrace.protocols.etmv3.packets import (
     ExceptionExit,
     Ignore,
     ISync,
-    ISyncReason,
     NotSync,
     PHeader,
     Reserved,
@@ -88,8 +106,9 @@ from cstrace.protocols.etmv3.packets import (
 from cstrace.protocols.etmv3.packets import CycleCount as CycleCountPacket
 from cstrace.protocols.etmv3.packets import Timestamp as TimestampPacket
 from cstrace.protocols.etmv3.packets import Trigger as TriggerPacket
+from cstrace.protocols.kit import ElementSink, elements_of
 
-__all__ = ["iter_elements"]
+__all__ = ["COLUMNS", "Etmv3Decoder", "iter_elements"]
 
 _TRACE_ON = (
     TraceOnReason.NORMAL,
@@ -97,443 +116,802 @@ _TRACE_ON = (
     TraceOnReason.OVERFLOW,
     TraceOnReason.EX_DEBUG,
 )
-_T32 = int(Isa.T32)
 _ISAS = tuple(Isa)
-_BR = int(InstrType.BR)
-_BR_IND = int(InstrType.BR_INDIRECT)
+_ITYPES = tuple(InstrType)
+_ISUBS = tuple(InstrSubtype)
+_A32 = 0  # Isa.A32
+_T32 = 1  # Isa.T32
+_BR = 1  # InstrType.BR
+_BR_IND = 2  # InstrType.BR_INDIRECT
+_INSTR_RANGE = 5  # ElemType.INSTR_RANGE
+_SPACE_S = int(MemSpace.S)
+_SPACE_N = int(MemSpace.N)
+
+# synchronisation states
+_NO_SYNC = 0
+_WAIT_ASYNC = 1
+_WAIT_ISYNC = 2
+_SYNCED = 3
+
+# what a record holds
+_OBJECT = 0  # an element object (``elem``)
+_RANGE = 1  # an INSTR_RANGE, as fields
+
+COLUMNS = (
+    ("type", "uint8"),
+    ("offset", "int64"),
+    ("isa", "uint8"),
+    ("start", "uint64"),
+    ("end", "uint64"),
+    ("num_instr", "uint32"),
+    ("last_exec", "uint8"),
+    ("last_size", "uint8"),
+    ("last_type", "uint8"),
+    ("last_subtype", "uint8"),
+    ("last_cond", "uint8"),
+    ("cycle_count", "uint64"),
+    ("cycle_count_valid", "uint8"),
+)
+"""The element columns the decoder writes (``INSTR_RANGE`` rows; booleans as bytes)."""
 
 
 class _Slot:
     """One reusable element record of the reference's output ring.
 
-    Besides the element last built in it, a record keeps the fields that some
-    elements leave as they were: the instruction set and the range fields.
+    It holds an element object (``kind`` :data:`_OBJECT`) or the fields of an
+    ``INSTR_RANGE`` (:data:`_RANGE`). Besides that, a record keeps what some
+    elements leave as they were: the instruction set (``isa``), and the
+    fields of the last range built in it (``l_*``) with a start address set
+    since (``start``, when ``has_start``).
     """
 
-    __slots__ = ("elem", "isa", "rng", "start")
+    __slots__ = (
+        "cc",
+        "cc_valid",
+        "cond",
+        "elem",
+        "end",
+        "executed",
+        "first",
+        "has_rng",
+        "has_start",
+        "isa",
+        "itype",
+        "kind",
+        "l_end",
+        "l_start",
+        "l_subtype",
+        "l_type",
+        "num",
+        "offset",
+        "r_isa",
+        "size",
+        "start",
+        "subtype",
+    )
 
     def __init__(self) -> None:
+        self.kind = _OBJECT
         self.elem: Element | None = None
-        self.isa = Isa.A32  # a fresh record reads as A32
-        self.start: int | None = None  # a start address set after the last range
-        self.rng: InstrRange | None = None  # the last range built in this record
+        self.offset = 0
+        self.isa = _A32  # a fresh record reads as A32
+        self.has_start = False
+        self.start = 0
+        self.has_rng = False
+        self.l_start = 0
+        self.l_end = 0
+        self.l_type = 0
+        self.l_subtype = 0
+        # the INSTR_RANGE held (kind _RANGE)
+        self.first = 0
+        self.end = 0
+        self.num = 0
+        self.r_isa = 0
+        self.executed = False
+        self.size = 0
+        self.itype = 0
+        self.subtype = 0
+        self.cond = False
+        self.cc = 0
+        self.cc_valid = False
+
+    def put(self, elem: Element) -> None:
+        """Hold an element object."""
+        self.kind = _OBJECT
+        self.elem = elem
+
+    def stale_range(self, offset: int, cc: int, cc_valid: bool) -> None:
+        """Hold a range record typed but never filled: the reference sends its leftover
+        fields."""
+        self.kind = _RANGE
+        self.offset = offset
+        self.first = self.start if self.has_start else self.l_start
+        self.end = self.l_end
+        self.num = 0
+        self.r_isa = self.isa
+        self.executed = False
+        self.size = 0
+        self.itype = self.l_type
+        self.subtype = self.l_subtype
+        self.cond = False
+        self.cc = cc
+        self.cc_valid = cc_valid
+
+    def range_object(self) -> InstrRange:
+        """The held ``INSTR_RANGE`` as an object."""
+        cc: int | None = None
+        if self.cc_valid:
+            cc = self.cc
+        return InstrRange(
+            self.offset,
+            self.first,
+            self.end,
+            self.num,
+            _ISAS[self.r_isa],
+            self.executed,
+            self.size,
+            _ITYPES[self.itype],
+            _ISUBS[self.subtype],
+            self.cond,
+            cc,
+        )
 
 
-class _Queue:
-    """The reference's output element ring: allocate, hold back (pend), cancel, send.
+class Etmv3Decoder(ElementSink):
+    """The ETMv3 decoder: its state and one method per packet kind (module text).
 
-    ``on_time`` is called with the time of every ``TIMESTAMP`` sent, as it is sent.
+    ``context`` None: a decoder for a tap only (:func:`~cstrace.protocols.kit.tapped`),
+    without code memory. ``columns``: write elements as column rows
+    (:meth:`~ElementSink.take`); otherwise as element objects in
+    :attr:`~ElementSink.objects`.
     """
 
-    __slots__ = ("first", "on_time", "pend", "slots", "used")
-
-    def __init__(self, on_time: Callable[[int], None]) -> None:
+    def __init__(
+        self,
+        config: Etmv3Config,
+        context: DecodeContext | None = None,
+        columns: bool = False,
+        size: int = 65536,
+    ) -> None:
+        self.recover = False
+        self.refused = not config.instr_trace or config.data_trace
+        """A configuration the reference does not decode (data trace)."""
+        self.ca = config.cycle_accurate
+        self.m_profile = config.profile == Profile.M
+        self.blocks: Any = None
+        self.memory: Any = None
+        self.instrs: list[Any] = []
+        self.generation: object = None
+        if context is not None:
+            self.blocks = BlockCache.shared(context.memory, IsaOptions(config.arch, config.profile))
+            self.memory = self.blocks.memory
+            self.generation = self.memory.generation
+            self.instrs = self.blocks.instr_tables(_SPACE_S)
+        self.cache_space = _SPACE_S
+        self.sync = _NO_SYNC
+        self.need_addr = True
+        self.sent_unknown = False
+        self.iaddr = 0
+        self.sec = 0  # SecLevel.SECURE
+        self.el_hyp = False  # ExLevel EL2 (True) or UNKNOWN
+        self.el_valid = False
+        self.ctxid = 0
+        self.ctxid_valid = False
+        self.vmid = 0
+        self.vmid_valid = False
+        self.follower_isa = _A32
+        """The ISA after the last instruction the follower decoded."""
+        self.waited = 0
+        """Bytes of the packets skipped while waiting for synchronisation."""
+        self.waited_at = 0
+        # the output ring
         self.slots: list[_Slot] = []
         self.first = 0
         self.used = 0
         self.pend = 0
-        self.on_time = on_time
+        reset = context.reset if context is not None else False
+        super().__init__(config.trace_id, reset, columns, size, COLUMNS)
 
-    def reset(self) -> None:
-        """Forget every queued element (the records keep their contents)."""
-        self.first = 0
-        self.used = 0
-        self.pend = 0
+    def bind_columns(self) -> None:
+        """Typed views of the columns."""
+        arrays = self.arrays
+        self.c_type = arrays["type"]
+        self.c_offset = arrays["offset"]
+        self.c_isa = arrays["isa"]
+        self.c_start = arrays["start"]
+        self.c_end = arrays["end"]
+        self.c_num = arrays["num_instr"]
+        self.c_exec = arrays["last_exec"]
+        self.c_size = arrays["last_size"]
+        self.c_itype = arrays["last_type"]
+        self.c_sub = arrays["last_subtype"]
+        self.c_cond = arrays["last_cond"]
+        self.c_cc = arrays["cycle_count"]
+        self.c_ccv = arrays["cycle_count_valid"]
+
+    # ---------------------------------------------------------------- the ring
 
     def alloc(self) -> _Slot:
         """The next record, growing the ring by half when every record is in use."""
-        size = len(self.slots)
+        slots = self.slots
+        size = len(slots)
         if self.used == size:
             grow = 8 if size == 0 else size // 2
             f = self.first
-            self.slots = self.slots[f:] + self.slots[:f] + [_Slot() for _ in range(grow)]
+            self.slots = slots = slots[f:] + slots[:f] + [_Slot() for _ in range(grow)]
             self.first = 0
             size += grow
         self.used += 1
-        return self.slots[(self.first + self.used - 1) % size]
-
-    def put(self, elem: Element) -> _Slot:
-        """Queue ``elem`` in the next record."""
-        slot = self.alloc()
-        slot.elem = elem
+        slot: _Slot = slots[(self.first + self.used - 1) % size]
         return slot
 
-    def last_type(self, back: int = 1) -> type | None:
-        """The type of the element ``back`` places from the end of the queue."""
+    def put(self, elem: Element) -> None:
+        """Queue an element object in the next record."""
+        self.alloc().put(elem)
+
+    def last_is_range(self, back: int) -> bool:
+        """Whether the element ``back`` places from the end of the ring is an ``INSTR_RANGE``."""
         if self.used < back:
-            return None
-        e = self.slots[(self.first + self.used - back) % len(self.slots)].elem
-        return type(e)
+            return False
+        slots = self.slots
+        slot: _Slot = slots[(self.first + self.used - back) % len(slots)]
+        if slot.kind == _RANGE:
+            return True
+        return type(slot.elem) is InstrRange
 
     def pend_last(self, count: int) -> None:
         """Hold back the last ``count`` elements (only when nothing else is queued)."""
         if count >= self.used:
             self.pend = count
 
-    def commit(self) -> None:
-        """Release the held-back elements."""
-        self.pend = 0
-
     def cancel(self) -> None:
         """Drop the held-back elements (the reference keeps its hold-back count)."""
         if self.pend > 0:
             self.used -= self.pend
 
-    def send(self) -> Iterator[Element]:
-        """Yield the queued elements that are not held back."""
+    def send(self) -> None:
+        """Output the queued elements that are not held back."""
         slots = self.slots
+        size = len(slots)
         while self.used - self.pend > 0:
-            e = slots[self.first].elem
-            self.first = (self.first + 1) % len(slots)
+            slot: _Slot = slots[self.first]
+            self.first = (self.first + 1) % size
             self.used -= 1
+            if slot.kind == _RANGE:
+                self.range_out(slot)
+                continue
+            e = slot.elem
             if e is not None:
                 if type(e) is Timestamp:
                     # Trace time moves when its element goes out (a timestamp
                     # held back or cancelled does not move it).
-                    self.on_time(e.timestamp)
-                yield e
+                    self.memory.advance(e.timestamp)
+                self.element(e)
+
+    def range_out(self, slot: _Slot) -> None:
+        """Output the ``INSTR_RANGE`` held in ``slot``."""
+        if not self.as_columns:
+            self.objects.append(slot.range_object())
+            return
+        r = self.next_row()
+        self.c_type[r] = _INSTR_RANGE
+        self.c_offset[r] = slot.offset
+        self.c_isa[r] = slot.r_isa
+        self.c_start[r] = slot.first
+        self.c_end[r] = slot.end
+        self.c_num[r] = slot.num
+        self.c_exec[r] = slot.executed
+        self.c_size[r] = slot.size
+        self.c_itype[r] = slot.itype
+        self.c_sub[r] = slot.subtype
+        self.c_cond[r] = slot.cond
+        self.c_cc[r] = slot.cc
+        self.c_ccv[r] = slot.cc_valid
+
+    # ---------------------------------------------------------------- state
+
+    def context_info(self) -> PEContextInfo:
+        """The PE context as the decoder knows it."""
+        return PEContextInfo(
+            SecLevel(self.sec),
+            ExLevel.EL2 if self.el_hyp else ExLevel.UNKNOWN,
+            self.ctxid,
+            self.vmid,
+            False,
+            self.ctxid_valid,
+            self.vmid_valid,
+            self.el_valid,
+        )
+
+    def skipped(self, offset: int, size: int) -> None:
+        """Count a packet skipped while waiting for synchronisation."""
+        if not self.waited:
+            self.waited_at = offset
+        self.waited += size
+
+    def sync_wait(self) -> None:
+        """Queue the count of the packets skipped while waiting for synchronisation."""
+        self.put(
+            Diagnostic(
+                self.waited_at,
+                self.trace_id,
+                DiagCode.NONE,
+                DiagKind.SYNC_WAIT,
+                self.waited,
+                Severity.WARNING,
+            )
+        )
+        self.waited = 0
+
+    def begin(self, offset: int, size: int, kind: int) -> bool:
+        """Before a packet of ``kind`` (:data:`_K_ISYNC`...) at capture index ``offset``:
+        True when it is to be decoded (the synchronisation states)."""
+        self.packets += 1
+        if self.stopped:
+            self.after_stop(offset, size)
+            return False
+        self.last = offset
+        sync = self.sync
+        if sync == _SYNCED:
+            return True
+        if sync == _NO_SYNC:
+            self.put(NoSync(offset, self.reason))
+            if self.used > self.pend:
+                self.send()
+            self.sync = sync = _WAIT_ASYNC
+        if sync == _WAIT_ASYNC:
+            if kind == _K_ASYNC:
+                self.sync = _WAIT_ISYNC
+            elif kind != _K_NOT_SYNC:  # (the reader counts those)
+                self.skipped(offset, size)
+            return False
+        # waiting for an I-sync
+        if kind in (_K_ISYNC, _K_TIMESTAMP):
+            return True
+        if self.ca and (kind in (_K_PHEADER, _K_CYCLE_COUNT)):
+            return True
+        if kind != _K_NOT_SYNC and kind != _K_ASYNC:
+            self.skipped(offset, size)
+        return False
+
+    def done(self) -> None:
+        """After a packet decoded: output what the ring lets go."""
+        if self.used > self.pend:
+            self.send()
+
+    # ---------------------------------------------------------------- packets
+
+    def pheader(self, offset: int, fmt: int, count: int, atoms: int, cycles: int, isa: int) -> None:
+        """A P-header: ``count`` atoms (E bits in ``atoms``, oldest in bit 0), and ``cycles``
+        W cycles (cycle-accurate) of format ``fmt``, in instruction set ``isa``."""
+        if self.refused:
+            self.refuse(offset, 1)
+            return
+        if not self.begin(offset, 1, _K_PHEADER):
+            return
+        self.pend = 0
+        ca = self.ca
+        space = _SPACE_S if self.sec == 0 else _SPACE_N
+        memory = self.memory
+        mgen = memory.generation
+        if mgen != self.generation or space != self.cache_space:
+            self.generation = mgen
+            self.cache_space = space
+            self.instrs = self.blocks.instr_tables(space)
+        instrs = self.instrs
+        blocks = self.blocks
+        iaddr = self.iaddr
+        bits = atoms
+        while True:
+            if self.need_addr:
+                if not self.sent_unknown or ca:
+                    cc = 0
+                    if ca:
+                        cc = (
+                            count
+                            if fmt == 1
+                            else cycles
+                            if fmt == 3
+                            else (1 if fmt == 2 and count > 1 else 0)
+                        )
+                    ccv: int | None = None
+                    if ca:
+                        ccv = cc
+                    if self.sent_unknown or not count:
+                        ce = CycleCount(offset, 0)
+                        ce.cycle_count = ccv  # type: ignore[assignment]
+                        self.put(ce)
+                    else:
+                        self.put(AddrUnknown(offset, ccv))
+                    self.sent_unknown = True
+                count = 0
+            else:
+                slot = self.alloc()
+                acc = 0
+                if ca:
+                    acc = (
+                        1
+                        if fmt == 1
+                        else cycles
+                        if fmt == 3
+                        else (1 if fmt == 2 and count > 1 else 0)
+                    )
+                if not count:
+                    if ca:
+                        slot.put(CycleCount(offset, acc))
+                    else:
+                        slot.stale_range(offset, 0, False)
+                else:
+                    executed = (bits & 1) == 1
+                    readable = False
+                    blk: Any = None
+                    if isa <= _T32:  # A32 or T32: classified
+                        blk = instrs[isa].get(iaddr)
+                        if blk is None:
+                            blk = blocks.instr(iaddr, isa, space)
+                        readable = blk.found
+                    else:
+                        readable = blocks.readable(iaddr, space)
+                    if blk is not None and readable:
+                        # One instruction per atom: held as fields in the record.
+                        slot.kind = _RANGE
+                        slot.offset = offset
+                        slot.first = slot.l_start = iaddr
+                        slot.end = slot.l_end = blk.end
+                        slot.num = 1
+                        slot.r_isa = slot.isa = isa
+                        slot.executed = executed
+                        slot.size = blk.size
+                        slot.itype = slot.l_type = blk.itype
+                        slot.subtype = slot.l_subtype = blk.subtype
+                        slot.cond = blk.cond
+                        slot.cc = acc
+                        slot.cc_valid = ca
+                        slot.has_rng = True
+                        slot.has_start = False
+                        if not executed:
+                            iaddr = blk.end
+                        else:
+                            itype = blk.itype
+                            if itype == _BR:
+                                iaddr = blk.target
+                            elif itype == _BR_IND:
+                                self.need_addr = True
+                                self.sent_unknown = False
+                            else:
+                                iaddr = blk.end
+                        nisa = blk.next_isa
+                        self.follower_isa = isa = nisa  # BLX (immediate): A32 <-> T32
+                    elif not readable:
+                        accv: int | None = None
+                        if ca:
+                            accv = acc
+                        slot.put(AddrNacc(offset, iaddr, MemSpace(space), accv))
+                        slot.start = iaddr
+                        slot.has_start = True
+                        self.need_addr = True
+                        self.sent_unknown = False
+                    else:
+                        # An instruction set the reference cannot decode (ThumbEE,
+                        # Jazelle): no range, no NACC, and the next atom is read with
+                        # the instruction set its follower decoded last.
+                        slot.stale_range(offset, acc, ca)
+                        isa = self.follower_isa
+                bits >>= 1
+                if count:
+                    count -= 1
+            if not count:
+                break
+        self.iaddr = iaddr
+        if self.used and self.last_is_range(1):
+            self.pend_last(1)
+        self.done()
+
+    def branch(
+        self,
+        offset: int,
+        size: int,
+        address: int,
+        has_exception: bool,
+        exception: int,
+        cancel: bool,
+        ctxt_updated: bool,
+        ns: bool,
+        hyp: bool,
+    ) -> None:
+        """A branch address packet: the new address (``address``), and, with exception
+        information (``has_exception``), the exception number, whether the last
+        instruction was cancelled, and the security and Hyp state given."""
+        if self.refused:
+            self.refuse(offset, size)
+            return
+        if not self.begin(offset, size, _K_BRANCH):
+            return
+        if has_exception and cancel:
+            self.cancel()
+        else:
+            self.pend = 0
+        self.iaddr = address
+        self.need_addr = False
+        self.sent_unknown = False
+        if has_exception:
+            update = False
+            if ctxt_updated:
+                nsec = 1 if ns else 0
+                if nsec != self.sec:
+                    self.sec = nsec
+                    update = True
+                if hyp != self.el_hyp:
+                    self.el_hyp = hyp
+                    self.el_valid = True
+                    update = True
+            if update:
+                slot = self.alloc()
+                slot.put(PEContext(offset, self.context_info(), _ISAS[slot.isa]))
+            if exception:
+                self.put(Exception_(offset, exception))
+        self.done()
+
+    def isync(
+        self,
+        offset: int,
+        size: int,
+        reason: int,
+        address: int,
+        isa: int,
+        ns: bool,
+        hyp: bool,
+        has_ctxid: bool,
+        ctxid: int,
+        has_cc: bool,
+        cc: int,
+        no_address: bool,
+        complete: bool,
+    ) -> None:
+        """An I-sync packet (``complete`` False: cut by the end of the trace, its fields
+        stale)."""
+        if self.refused:
+            self.refuse(offset, size)
+            return
+        first_sync = self.sync == _WAIT_ISYNC
+        if not self.begin(offset, size, _K_ISYNC):
+            return
+        self.pend = 0
+        slot = self.alloc()
+        if first_sync or reason != 0:  # ISyncReason.PERIODIC
+            slot.put(TraceOn(offset, _TRACE_ON[reason]))
+            slot = self.alloc()
+        if complete or first_sync:
+            if first_sync:
+                self.sec = 0
+                self.el_hyp = False
+                self.el_valid = False
+                self.ctxid = self.vmid = 0
+                self.ctxid_valid = self.vmid_valid = False
+            if has_ctxid:
+                self.ctxid = ctxid
+                self.ctxid_valid = True
+                self.memory.set_context(ctxid, self.vmid if self.vmid_valid else None)
+            if complete:
+                self.el_hyp = hyp
+                self.el_valid = True
+                self.sec = 1 if ns else 0
+            ccv: int | None = None
+            if has_cc:
+                ccv = cc
+            slot.put(PEContext(offset, self.context_info(), _ISAS[isa], ccv))
+            slot.isa = isa
+        elif slot.kind == _RANGE:
+            slot.offset = offset  # the record sent again, with this packet's index
+        elif slot.elem is None:
+            slot.elem = Unknown(offset)
+        else:
+            e = copy.copy(slot.elem)
+            e.offset = offset
+            slot.elem = e
+        if not no_address:
+            self.iaddr = address
+            self.need_addr = False
+            self.sent_unknown = False
+        if first_sync:
+            self.sync = _SYNCED
+            if self.waited:
+                self.sync_wait()
+        self.done()
+
+    def cycle_count(self, offset: int, size: int, count: int) -> None:
+        """A cycle count packet."""
+        if self.refused:
+            self.refuse(offset, size)
+            return
+        if not self.begin(offset, size, _K_CYCLE_COUNT):
+            return
+        self.pend = 0
+        self.put(CycleCount(offset, count))
+        self.done()
+
+    def timestamp(self, offset: int, size: int, value: int) -> None:
+        """A timestamp packet."""
+        if self.refused:
+            self.refuse(offset, size)
+            return
+        if not self.begin(offset, size, _K_TIMESTAMP):
+            return
+        self.pend = 0
+        self.put(Timestamp(offset, value))
+        self.done()
+
+    def async_packet(self, offset: int, size: int) -> None:
+        """An A-sync packet."""
+        self.count_sync(offset)
+        if self.refused:
+            self.refuse(offset, size)
+            return
+        if not self.begin(offset, size, _K_ASYNC):
+            return
+        self.pend = 0
+        self.done()
+
+    def refuse(self, offset: int, size: int) -> None:
+        """A configuration with data trace: the reference's decode stops at the first
+        packet."""
+        self.packets += 1
+        if self.stopped:
+            self.after_stop(offset, size)
+        else:
+            self.element(Diagnostic(offset, self.trace_id, DiagCode.NOT_INIT, DiagKind.NO_CONFIG))
+            self.stopped = True
+
+    def stop(self, diag: Diagnostic) -> None:
+        """A packet the reference cannot decode: its decode stops (no end of trace)."""
+        self.element(diag)
+        self.stopped = True
+
+    def other(self, pkt: Packet) -> None:
+        """Any other packet, as an object (rare: the loss report's handler for its class
+        is called too)."""
+        self.count_other(pkt)
+        self.packets -= 1  # (counted again by begin)
+        if self.refused:
+            self.refuse(pkt.offset, len(pkt.raw))
+            return
+        tp = type(pkt)
+        kind = _KIND_OF.get(tp, _K_OTHER)
+        if not self.begin(pkt.offset, len(pkt.raw), kind):
+            return
+        off = pkt.offset
+        if tp is ASync or tp is Ignore:
+            self.pend = 0
+        elif tp is TriggerPacket:
+            self.pend = 0
+            self.put(Event(off, EventType.TRIGGER))
+        elif tp is ContextID or tp is VMID:
+            self.pend = 0
+            if isinstance(pkt, ContextID):
+                self.ctxid = pkt.context_id
+                self.ctxid_valid = True
+            else:
+                assert isinstance(pkt, VMID)
+                self.vmid = pkt.vmid
+                self.vmid_valid = True
+            self.memory.set_context(
+                self.ctxid if self.ctxid_valid else None, self.vmid if self.vmid_valid else None
+            )
+            slot = self.alloc()
+            slot.put(PEContext(off, self.context_info(), _ISAS[slot.isa]))
+        elif tp is ExceptionEntry:
+            self.pend = 0
+            self.put(Exception_(off, 0, data_marker=True))
+        elif tp is ExceptionExit:
+            self.pend = 0
+            self.put(ExceptionRet(off))
+            count_back = 1
+            if not self.m_profile and self.used > 1 and self.last_is_range(2):
+                count_back = 2
+            self.pend_last(count_back)
+        elif tp is NotSync:
+            # Lost synchronisation: start again from an A-sync.
+            self.pend = 0
+            self.reason = UnsyncReason.BAD_PACKET
+            self.first = self.used = self.pend = 0
+            self.sync = _NO_SYNC
+            self.need_addr = True
+            self.sent_unknown = False
+            return
+        else:
+            # Reserved headers, bad sequences and data trace: the reference stops.
+            tid = self.trace_id
+            if tp is BadSequence:
+                self.stop(Diagnostic(off, tid, DiagCode.BAD_PACKET_SEQ, DiagKind.BAD_SEQUENCE))
+            elif tp is Reserved:
+                self.stop(Diagnostic(off, tid, DiagCode.BAD_PACKET_SEQ, DiagKind.BAD_PACKET))
+            else:
+                self.stop(Diagnostic(off, tid, DiagCode.HW_CFG_UNSUPP, DiagKind.DATA_TRACE))
+            return
+        self.done()
+
+    def packet(self, pkt: Packet) -> None:
+        """Decode one packet object (what the reader would have handed over as fields)."""
+        tp = type(pkt)
+        if tp is PHeader:
+            assert isinstance(pkt, PHeader)
+            self.pheader(pkt.offset, pkt.fmt, pkt.count, pkt.atoms, pkt.cycles, int(pkt.isa))
+        elif tp is BranchAddress:
+            assert isinstance(pkt, BranchAddress)
+            exc = pkt.exception
+            self.branch(
+                pkt.offset,
+                len(pkt.raw),
+                pkt.address,
+                exc is not None,
+                exc or 0,
+                pkt.cancel,
+                pkt.ctxt_updated,
+                pkt.ns,
+                pkt.hyp,
+            )
+        elif tp is ISync:
+            assert isinstance(pkt, ISync)
+            self.isync(
+                pkt.offset,
+                len(pkt.raw),
+                int(pkt.reason),
+                pkt.address,
+                int(pkt.isa),
+                pkt.ns,
+                pkt.hyp,
+                pkt.context_id is not None,
+                pkt.context_id or 0,
+                pkt.cycle_count is not None,
+                pkt.cycle_count or 0,
+                pkt.no_address,
+                pkt.complete,
+            )
+        elif tp is TimestampPacket:
+            assert isinstance(pkt, TimestampPacket)
+            self.timestamp(pkt.offset, len(pkt.raw), pkt.timestamp)
+        elif tp is CycleCountPacket:
+            assert isinstance(pkt, CycleCountPacket)
+            self.cycle_count(pkt.offset, len(pkt.raw), pkt.count)
+        else:
+            self.other(pkt)
+
+    def finish(self, complete: bool) -> None:
+        """At the end of the stream: the held-back elements and ``EO_TRACE`` (when the
+        capture is complete and the decoder did not stop)."""
+        if not complete or self.stopped or self.refused:
+            return
+        self.pend = 0
+        if self.waited:
+            self.sync_wait()
+        self.put(EoTrace(self.last, UnsyncReason.EOT))
+        self.pend = 0
+        self.send()
 
 
-def _restamp(elem: Element | None, offset: int) -> Element:
-    """An element record re-sent unchanged except for its index."""
-    if elem is None:
-        return Unknown(offset)
-    e = copy.copy(elem)
-    e.offset = offset
-    return e
+# packet kinds, for the synchronisation states (begin)
+_K_OTHER = 0
+_K_ASYNC = 1
+_K_NOT_SYNC = 2
+_K_ISYNC = 3
+_K_TIMESTAMP = 4
+_K_PHEADER = 5
+_K_CYCLE_COUNT = 6
+_K_BRANCH = 7
+_KIND_OF: dict[type, int] = {
+    ASync: _K_ASYNC,
+    NotSync: _K_NOT_SYNC,
+    ISync: _K_ISYNC,
+    TimestampPacket: _K_TIMESTAMP,
+    PHeader: _K_PHEADER,
+    CycleCountPacket: _K_CYCLE_COUNT,
+    BranchAddress: _K_BRANCH,
+}
 
 
 def iter_elements(
     packets: Iterable[Packet], config: Etmv3Config, context: DecodeContext
 ) -> Iterator[Element]:
-    """Decode ETMv3 packets into generic trace elements."""
-    it = iter(packets)
-    tid = config.trace_id
-    if not config.instr_trace or config.data_trace:
-        # The reference refuses data trace configurations: its decode stops at
-        # the first packet.
-        first = next(it, None)
-        if first is not None:
-            yield Diagnostic(first.offset, tid, DiagCode.NOT_INIT, DiagKind.NO_CONFIG)
-        return
-
-    ca = config.cycle_accurate
-    m_profile = config.profile == Profile.M
-    blocks = BlockCache.shared(context.memory, IsaOptions(config.arch, config.profile))
-    memory = blocks.memory
-    q = _Queue(memory.advance)
-    unsync = UnsyncReason.RESET_DECODER if context.reset else UnsyncReason.INIT_DECODER
-
-    # Decoder state.
-    state = 0  # 0 no sync, 1 wait A-sync, 2 wait I-sync, 3 decode
-    need_addr = True
-    sent_unknown = False
-    iaddr = 0
-    sec = SecLevel.SECURE
-    el = ExLevel.UNKNOWN
-    el_valid = False
-    ctxid = 0
-    ctxid_valid = False
-    vmid = 0
-    vmid_valid = False
-    last_offset = 0
-    follower_isa = Isa.A32  # the ISA after the last instruction the follower decoded
-    # packets skipped while waiting for synchronisation: their bytes, the first one's index
-    waited = waited_at = 0
-
-    # One-instruction tables of the current memory view and space, indexed by ISA.
-    generation = memory.generation
-    cache_space = MemSpace.S
-    instrs = blocks.instr_tables(cache_space)
-
-    def context_info() -> PEContextInfo:
-        return PEContextInfo(sec, el, ctxid, vmid, False, ctxid_valid, vmid_valid, el_valid)
-
-    for pkt in it:
-        off = pkt.offset
-        last_offset = off
-
-        if state == 0:
-            q.put(NoSync(off, unsync))
-            if q.used > q.pend:
-                yield from q.send()
-            state = 1
-        if state == 1:
-            if type(pkt) is ASync:
-                state = 2
-            elif type(pkt) is not NotSync:  # (the reader counts those)
-                waited, waited_at = _skipped(pkt, waited, waited_at)
-            continue
-        if state == 2:
-            is_isync = type(pkt) is ISync
-            if not is_isync and not (
-                type(pkt) is TimestampPacket
-                or (ca and (type(pkt) is PHeader or type(pkt) is CycleCountPacket))
-            ):
-                if type(pkt) is not NotSync and type(pkt) is not ASync:
-                    waited, waited_at = _skipped(pkt, waited, waited_at)
-                continue
-        else:
-            is_isync = False
-        first_sync = is_isync
-
-        # ---- Decode one packet (the reference's decodePacket / processISync).
-        tp = type(pkt)
-        if tp is not BranchAddress:
-            q.commit()
-
-        if tp is PHeader:
-            assert isinstance(pkt, PHeader)
-            isa = pkt.isa
-            isa_i = int(isa)  # the same, as a plain int for the tables
-            count = pkt.count
-            bits = pkt.atoms
-            fmt = pkt.fmt
-            space = MemSpace.S if sec == SecLevel.SECURE else MemSpace.N
-            mgen = memory.generation
-            if mgen != generation or space != cache_space:
-                generation = mgen
-                cache_space = space
-                instrs = blocks.instr_tables(space)
-            while True:
-                if need_addr:
-                    if not sent_unknown or ca:
-                        cc: int | None = None
-                        if ca:
-                            cc = (
-                                count
-                                if fmt == 1
-                                else pkt.cycles
-                                if fmt == 3
-                                else (1 if fmt == 2 and count > 1 else 0)
-                            )
-                        if sent_unknown or not count:
-                            ce = CycleCount(off, 0)
-                            ce.cycle_count = cc  # type: ignore[assignment]
-                            q.put(ce)
-                        else:
-                            q.put(AddrUnknown(off, cc))
-                        sent_unknown = True
-                    count = 0
-                else:
-                    slot = q.alloc()
-                    acc: int | None = None
-                    if ca:
-                        acc = (
-                            1
-                            if fmt == 1
-                            else pkt.cycles
-                            if fmt == 3
-                            else (1 if fmt == 2 and count > 1 else 0)
-                        )
-                    if not count:
-                        if ca:
-                            slot.elem = CycleCount(off, acc or 0)
-                        else:
-                            slot.elem = _stale_range(slot, off, acc)
-                    else:
-                        executed = (bits & 1) == 1
-                        if isa_i <= _T32:  # A32 or T32: classified
-                            blk = instrs[isa_i].get(iaddr)
-                            if blk is None:
-                                blk = blocks.instr(iaddr, isa_i, space)
-                            readable = blk.found
-                        else:
-                            blk = None
-                            readable = blocks.readable(iaddr, space)
-                        if blk is not None and readable:
-                            # One instruction per atom: the shared tail, no tuple per block.
-                            rng = InstrRange(off, iaddr, blk.end, 1, isa, executed, *blk.tail, acc)
-                            slot.elem = slot.rng = rng
-                            slot.isa = isa
-                            slot.start = None
-                            if not executed:
-                                iaddr = blk.end
-                            else:
-                                itype = blk.itype
-                                if itype == _BR:
-                                    iaddr = blk.target
-                                elif itype == _BR_IND:
-                                    need_addr = True
-                                    sent_unknown = False
-                                else:
-                                    iaddr = blk.end
-                            nisa = blk.next_isa
-                            if nisa == isa_i:
-                                follower_isa = isa
-                            else:  # BLX (immediate): A32 <-> T32
-                                isa = follower_isa = _ISAS[nisa]
-                                isa_i = nisa
-                        elif not readable:
-                            slot.elem = AddrNacc(off, iaddr, space, acc)
-                            slot.start = iaddr
-                            need_addr = True
-                            sent_unknown = False
-                        else:
-                            # An instruction set the reference cannot decode (ThumbEE,
-                            # Jazelle): no range, no NACC, and the next atom is read with
-                            # the instruction set its follower decoded last.
-                            slot.elem = _stale_range(slot, off, acc)
-                            if follower_isa != isa:
-                                isa = follower_isa
-                                isa_i = int(isa)
-                    bits >>= 1
-                    if count:
-                        count -= 1
-                if not count:
-                    break
-            if q.used and q.last_type() is InstrRange:
-                q.pend_last(1)
-
-        elif tp is BranchAddress:
-            assert isinstance(pkt, BranchAddress)
-            if pkt.exception is not None and pkt.cancel:
-                q.cancel()
-            else:
-                q.commit()
-            iaddr = pkt.address
-            need_addr = False
-            sent_unknown = False
-            if pkt.exception is not None:
-                update = False
-                if pkt.ctxt_updated:
-                    nsec = SecLevel.NONSECURE if pkt.ns else SecLevel.SECURE
-                    if nsec != sec:
-                        sec = nsec
-                        update = True
-                    nel = ExLevel.EL2 if pkt.hyp else ExLevel.UNKNOWN
-                    if nel != el:
-                        el = nel
-                        el_valid = True
-                        update = True
-                if update:
-                    slot = q.alloc()
-                    slot.elem = PEContext(off, context_info(), slot.isa)
-                if pkt.exception:
-                    slot = q.alloc()
-                    slot.elem = Exception_(off, pkt.exception)
-
-        elif tp is ISync:
-            assert isinstance(pkt, ISync)
-            slot = q.alloc()
-            if first_sync or pkt.reason != ISyncReason.PERIODIC:
-                slot.elem = TraceOn(off, _TRACE_ON[pkt.reason])
-                slot = q.alloc()
-            if pkt.complete or first_sync:
-                if first_sync:
-                    sec = SecLevel.SECURE
-                    el = ExLevel.UNKNOWN
-                    el_valid = False
-                    ctxid = vmid = 0
-                    ctxid_valid = vmid_valid = False
-                if pkt.context_id is not None:
-                    ctxid = pkt.context_id
-                    ctxid_valid = True
-                    memory.set_context(ctxid, vmid if vmid_valid else None)
-                if pkt.complete:
-                    el = ExLevel.EL2 if pkt.hyp else ExLevel.UNKNOWN
-                    el_valid = True
-                    sec = SecLevel.NONSECURE if pkt.ns else SecLevel.SECURE
-                slot.elem = PEContext(off, context_info(), pkt.isa, pkt.cycle_count)
-                slot.isa = pkt.isa
-            else:
-                slot.elem = _restamp(slot.elem, off)
-            if not pkt.no_address:
-                iaddr = pkt.address
-                need_addr = False
-                sent_unknown = False
-            if first_sync:
-                state = 3
-                if waited:
-                    q.put(_sync_wait(waited_at, tid, waited))
-                    waited = 0
-
-        elif tp is CycleCountPacket:
-            assert isinstance(pkt, CycleCountPacket)
-            q.put(CycleCount(off, pkt.count))
-        elif tp is TimestampPacket:
-            assert isinstance(pkt, TimestampPacket)
-            q.put(Timestamp(off, pkt.timestamp))
-        elif tp is ASync or tp is Ignore:
-            pass
-        elif tp is TriggerPacket:
-            q.put(Event(off, EventType.TRIGGER))
-        elif tp is ContextID or tp is VMID:
-            if isinstance(pkt, ContextID):
-                ctxid = pkt.context_id
-                ctxid_valid = True
-            else:
-                assert isinstance(pkt, VMID)
-                vmid = pkt.vmid
-                vmid_valid = True
-            memory.set_context(ctxid if ctxid_valid else None, vmid if vmid_valid else None)
-            slot = q.alloc()
-            slot.elem = PEContext(off, context_info(), slot.isa)
-        elif tp is ExceptionEntry:
-            slot = q.alloc()
-            slot.elem = Exception_(off, 0, data_marker=True)
-        elif tp is ExceptionExit:
-            q.put(ExceptionRet(off))
-            count_back = 1
-            if not m_profile and q.used > 1 and q.last_type(2) is InstrRange:
-                count_back = 2
-            q.pend_last(count_back)
-        elif tp is NotSync:
-            # Lost synchronisation: start again from an A-sync.
-            unsync = UnsyncReason.BAD_PACKET
-            q.reset()
-            state = 0
-            need_addr = True
-            sent_unknown = False
-            continue
-        else:
-            # Reserved headers, bad sequences and data trace: the reference stops.
-            if tp is BadSequence:
-                yield Diagnostic(off, tid, DiagCode.BAD_PACKET_SEQ, DiagKind.BAD_SEQUENCE)
-            elif tp is Reserved:
-                yield Diagnostic(off, tid, DiagCode.BAD_PACKET_SEQ, DiagKind.BAD_PACKET)
-            else:
-                yield Diagnostic(off, tid, DiagCode.HW_CFG_UNSUPP, DiagKind.DATA_TRACE)
-            return
-
-        if q.used > q.pend:
-            yield from q.send()
-
-    if context.complete:
-        q.commit()
-        if waited:
-            q.put(_sync_wait(waited_at, tid, waited))
-        q.put(EoTrace(last_offset, UnsyncReason.EOT))
-        q.commit()
-        yield from q.send()
-
-
-def _skipped(pkt: Packet, waited: int, waited_at: int) -> tuple[int, int]:
-    """Count a packet skipped while waiting for synchronisation: (bytes, first index)."""
-    return waited + len(pkt.raw), (waited_at if waited else pkt.offset)
-
-
-def _sync_wait(offset: int, trace_id: int, waited: int) -> Diagnostic:
-    """The count of the packets skipped while waiting for synchronisation."""
-    return Diagnostic(offset, trace_id, DiagCode.NONE, DiagKind.SYNC_WAIT, waited, Severity.WARNING)
-
-
-def _stale_range(slot: _Slot, offset: int, cycle_count: int | None) -> Element:
-    """A range record typed but never filled: the reference sends its leftover fields."""
-    r = slot.rng
-    start = r.start if r is not None else 0
-    if slot.start is not None:
-        start = slot.start
-    return InstrRange(
-        offset,
-        start,
-        r.end if r is not None else 0,
-        0,
-        slot.isa,
-        False,
-        0,
-        r.last_type if r is not None else InstrType.OTHER,
-        r.last_subtype if r is not None else InstrSubtype.NONE,
-        False,
-        cycle_count,
-    )
+    """Decode ETMv3 packet objects into generic trace elements (those of each packet
+    before the next packet is read)."""
+    return elements_of(Etmv3Decoder(config, context), packets, context)

@@ -42,13 +42,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator
 from enum import IntEnum
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from cstrace.capture.stream import Stream
 from cstrace.capture.window import BlockWindow, IndexCursor
 from cstrace.elements import Isa
-from cstrace.protocols.base import Packet
+from cstrace.protocols.base import DecodeContext, Packet
 from cstrace.protocols.etmv3.config import Etmv3Config
+from cstrace.protocols.etmv3.decoder import Etmv3Decoder
 from cstrace.protocols.etmv3.packets import (
     VMID,
     ASync,
@@ -74,15 +75,20 @@ from cstrace.protocols.etmv3.packets import (
     Trigger,
     ValueNotTraced,
 )
+from cstrace.protocols.kit import stream_rows, tapped
+from cstrace.tally import PacketCount
 
 __all__ = [
     "HEADER_KIND",
     "HEADER_ROWS",
     "Header",
     "ReaderState",
+    "branch_fields",
     "build_header_table",
     "iter_packets",
+    "iter_stream_rows",
     "phdr_fields",
+    "read",
     "read_async",
     "read_bad_trace_mode",
     "read_branch",
@@ -282,8 +288,12 @@ class ReaderState:
         "alt_isa",
         "alt_isa_bit",
         "async_index",
+        "b_bits",
+        "b_changed",
+        "b_exc",
         "ctxid",
         "ctxt_bytes",
+        "cut",
         "data_addr",
         "fmt",
         "hyp",
@@ -333,6 +343,15 @@ class ReaderState:
         """The reference's name of the last packet's type (see ``Reserved.header``)."""
         self.async_index = -1
         """Capture index for the rest of an A-sync after extra zeros, else -1."""
+        self.b_bits = 0
+        """The last branch address packet read: the address bits it gave."""
+        self.b_changed = False
+        """The last branch address packet read changed the instruction set."""
+        self.b_exc: _Exception | None = None
+        """The last branch address packet read: its exception information."""
+        self.cut = 0
+        """Why the reading loop stopped at a packet: 0 it did not, :data:`_GOES_ON`,
+        :data:`_NEVER_ENDS`."""
 
 
 # --- helpers -------------------------------------------------------------------------
@@ -545,9 +564,20 @@ def read_pheader(d: bytes, p: int, end: int, index: int, st: ReaderState) -> Pac
 
 def read_branch(d: bytes, p: int, end: int, index: int, st: ReaderState) -> BranchAddress | None:
     """Branch address (§7.3.3): up to 5 address bytes, then exception information bytes."""
-    q = p + 1 if not d[p] & 0x80 else _branch_end(d, p, end, st.alt)
+    q = branch_fields(d, p, end, st)
     if q < 0:
         return None
+    return _branch_packet(d[p:q], index, st)
+
+
+def branch_fields(d: bytes, p: int, end: int, st: ReaderState) -> int:
+    """Read the branch address packet at ``d[p]`` into ``st`` (the address, and
+    ``b_bits``, ``b_changed``, ``b_exc``: the bits it gave, whether it changed the
+    instruction set, its exception information); the index after it, or -1 when it
+    goes on past ``end``."""
+    q = p + 1 if not d[p] & 0x80 else _branch_end(d, p, end, st.alt)
+    if q < 0:
+        return -1
     st.last = "BRANCH_ADDRESS"
     prev_isa = st.isa
     value, bits, exc, ok = _branch_bits(d, p, q, st)
@@ -557,11 +587,20 @@ def read_branch(d: bytes, p: int, end: int, index: int, st: ReaderState) -> Bran
             st.valid_bits = bits
     else:
         bits = 0
+    st.b_bits = bits
+    st.b_changed = st.isa is not prev_isa
+    st.b_exc = exc
+    return q
+
+
+def _branch_packet(raw: bytes, index: int, st: ReaderState) -> BranchAddress:
+    """The branch address packet :func:`branch_fields` read, as an object."""
+    exc = st.b_exc
     isa = st.isa
     if exc is None:
-        return BranchAddress(index, d[p:q], st.addr, bits, st.valid_bits, isa, isa is not prev_isa)
+        return BranchAddress(index, raw, st.addr, st.b_bits, st.valid_bits, isa, st.b_changed)
     return BranchAddress(
-        index, d[p:q], st.addr, bits, st.valid_bits, isa, isa is not prev_isa,
+        index, raw, st.addr, st.b_bits, st.valid_bits, isa, st.b_changed,
         exc.ctxt, st.ns, st.hyp, exc.number, exc.cancel, st.v7m, exc.resume,
     )  # fmt: skip
 
@@ -1024,8 +1063,11 @@ class _WaitSync:
         return send, p
 
 
-def _iter_unsynced(win: BlockWindow, ws: _WaitSync, single: bool) -> Generator[Packet, None, int]:
-    """The packets up to the first A-sync (included); returns the window position after it.
+def _unsynced(
+    win: BlockWindow, ws: _WaitSync, single: bool, dec: Etmv3Decoder
+) -> Generator[None, None, int]:
+    """The packets up to the first A-sync (included), handed to ``dec`` as objects;
+    returns the window position after it.
 
     Block by block, as the reference is handed them; the last block of a window
     may go on in the next capture block, so it is read with the next window.
@@ -1045,7 +1087,9 @@ def _iter_unsynced(win: BlockWindow, ws: _WaitSync, single: bool) -> Generator[P
         while p < limit:
             send, p = ws.read(d, p, _block_end(win, cur, p, single), cur.at(p))
             if send is not None:
-                yield send
+                _give(dec, send)
+                if dec.ready():
+                    yield None
                 if ws.synced:
                     return p
         if not win.advance(p):
@@ -1057,56 +1101,80 @@ def _iter_unsynced(win: BlockWindow, ws: _WaitSync, single: bool) -> Generator[P
 
 
 def iter_packets(stream: Stream, config: Etmv3Config, complete: bool = True) -> Iterator[Packet]:
-    """Read the ETMv3 packets of one trace ID's stream (see the module's reader contract)."""
+    """Read the ETMv3 packets of one trace ID's stream (see the module's reader contract).
+
+    A tap on :func:`read`: the packets are made as objects instead of being decoded."""
+    return tapped(read, Etmv3Decoder(config), stream, config, complete)
+
+
+def iter_stream_rows(
+    stream: Stream,
+    config: Etmv3Config,
+    context: DecodeContext,
+    count: PacketCount | None = None,
+    size: int = 65536,
+) -> Iterator[list[Any]]:
+    """The elements of one ETMv3 trace ID's stream, read and decoded in one loop, as lists
+    of element rows that each hold one :class:`~cstrace.batch.ElementBatch` of about
+    ``size`` rows (:func:`cstrace.protocols.kit.stream_rows`)."""
+    dec = Etmv3Decoder(config, context, True, size)
+    return stream_rows(read, dec, stream, config, context.complete, count)
+
+
+def _give(dec: Etmv3Decoder, pkt: Packet) -> None:
+    """A packet made as an object: to the tap, or to the decoder."""
+    tap = dec.tap
+    if tap is not None:
+        tap.append(pkt)
+    else:
+        dec.packet(pkt)
+
+
+def read(stream: Stream, config: Etmv3Config, complete: bool, dec: Etmv3Decoder) -> Iterator[None]:
+    """Read one ETMv3 trace ID's bytes into the decoder ``dec``: P-headers and branch
+    addresses are handed to its methods as fields, the other packets as objects
+    (:meth:`~cstrace.protocols.etmv3.decoder.Etmv3Decoder.packet`); with a tap
+    (``dec.tap``), every packet is made as an object and appended to it.
+
+    The stream is read block by block through a
+    :class:`~cstrace.capture.window.BlockWindow`. Yields (None) whenever the
+    decoder has output to take.
+    """
     win = BlockWindow(stream)
     if not win.advance(0):
         return
     ws = _WaitSync()
-    p = yield from _iter_unsynced(win, ws, stream.trace_id is None)
+    p = yield from _unsynced(win, ws, stream.trace_id is None, dec)
     if p < 0:
         if ws.buf and complete:
-            yield NotSync(ws.index, bytes(ws.buf), ws.reserved)
+            _give(dec, NotSync(ws.index, bytes(ws.buf), ws.reserved))
         return
 
     st = ReaderState(config)
     st.last = "A_SYNC"
     readers = reader_table(config)
-    pheaders = st.pheaders
-    raw1 = _RAW1
     d = win.data
     n = len(d)
     cur = win.cursor(p)
-    base, limit = cur.base, cur.limit  # capture index = base + position, up to limit
     while True:
-        while p < n:
-            if p >= limit:
-                cur.at(p)
-                base, limit = cur.base, cur.limit
+        while True:
+            p = _run(dec, st, readers, d, p, n, cur)
+            if dec.ready():
+                yield None
+            if st.cut or p >= n:
+                break
+        if st.cut == _NEVER_ENDS or (st.cut and win.final):
+            # The packet is cut by the end of the trace (or never ends: then it
+            # takes the rest of the stream).
             h = d[p]
-            ph = pheaders[h]
-            if ph is not None:  # P-header (as read_pheader), most of the packets
-                fmt, count, atoms, cycles, valid = ph
-                if fmt:
-                    st.fmt = fmt
-                yield PHeader(base + p, raw1[h], st.fmt, count, atoms, cycles, valid, st.isa)
-                st.last = "P_HDR"
-                p += 1
-                continue
-            pkt = readers[h](d, p, n, base + p, st)
-            if not pkt:
-                if pkt is None and not win.final:
-                    break  # the packet goes on in the next block
-                # The packet is cut by the end of the trace (or never ends: then it
-                # takes the rest of the stream).
-                rest = [d[p:]]
-                while win.advance(len(win.data)):
-                    if complete:
-                        rest.append(win.data)
+            index = cur.at(p)
+            rest = [d[p:]]
+            while win.advance(len(win.data)):
                 if complete:
-                    yield _CUT[HEADER_KIND[h]](b"".join(rest), base + p, st)
-                return
-            p += len(pkt.raw)
-            yield pkt
+                    rest.append(win.data)
+            if complete:
+                _give(dec, _CUT[HEADER_KIND[h]](b"".join(rest), index, st))
+            return
         # The window is used up, or the packet at ``p`` goes on in the next block:
         # keep its bytes and read it again, whole, with the next window.
         if not win.advance(p):
@@ -1115,4 +1183,70 @@ def iter_packets(stream: Stream, config: Etmv3Config, complete: bool = True) -> 
         n = len(d)
         p = 0
         cur = win.cursor()
-        base, limit = cur.base, cur.limit
+
+
+_GOES_ON = 1
+"""``ReaderState.cut``: the packet goes on past the end of the window."""
+_NEVER_ENDS = 2
+"""``ReaderState.cut``: the packet never ends (it takes the rest of the stream)."""
+
+
+def _run(
+    dec: Etmv3Decoder,
+    st: ReaderState,
+    readers: tuple[Reader, ...],
+    d: bytes,
+    p: int,
+    n: int,
+    cur: IndexCursor,
+) -> int:
+    """Read packets from window position ``p`` into ``dec`` until the end of the window,
+    a packet cut by it (``st.cut`` says so), or output to take. Returns the position
+    reached (that of the cut packet, if any)."""
+    st.cut = 0
+    pheaders = st.pheaders
+    tap = dec.tap
+    while p < n:
+        index = cur.base + p if p < cur.limit else cur.at(p)
+        h = d[p]
+        ph = pheaders[h]
+        if ph is not None:  # P-header (as read_pheader), most of the packets
+            fmt, count, atoms, cycles, valid = ph
+            if fmt:
+                st.fmt = fmt
+            st.last = "P_HDR"
+            if tap is not None:
+                tap.append(PHeader(index, _RAW1[h], st.fmt, count, atoms, cycles, valid, st.isa))
+            else:
+                dec.pheader(index, st.fmt, count, atoms, cycles, st.isa)
+            p += 1
+        elif h & 1:  # branch address
+            q = branch_fields(d, p, n, st)
+            if q < 0:
+                st.cut = _GOES_ON
+                return p
+            if tap is not None:
+                tap.append(_branch_packet(d[p:q], index, st))
+            else:
+                exc = st.b_exc
+                if exc is None:
+                    dec.branch(index, q - p, st.addr, False, 0, False, False, False, False)
+                else:
+                    dec.branch(
+                        index, q - p, st.addr, True, exc.number, exc.cancel, exc.ctxt,
+                        st.ns, st.hyp,
+                    )  # fmt: skip
+            p = q
+        else:
+            pkt = readers[h](d, p, n, index, st)
+            if not pkt:
+                st.cut = _GOES_ON if pkt is None else _NEVER_ENDS
+                return p
+            p += len(pkt.raw)
+            if tap is not None:
+                tap.append(pkt)
+            else:
+                dec.packet(pkt)
+        if dec.ready():
+            return p
+    return p
