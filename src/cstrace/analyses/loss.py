@@ -495,6 +495,8 @@ class _Tally:
         if not run.protocol.overflow_packets:
             handlers[TraceOn] = self._trace_on
         self.element_handlers = handlers
+        self._handled_types = [int(cls.TYPE) for cls in handlers if issubclass(cls, Element)]
+        """The element types (``ElemType``) of the classes with a handler."""
 
     # packets
     def _unsynced(self, p: Packet, label: str) -> None:
@@ -689,7 +691,9 @@ class _Tally:
                     self.ts_first = int(values[0])
                 self.ts_last = int(values[-1])
                 self.ts_count += len(values)
-        rest = np.flatnonzero(~(itm | sw))
+        # (only the rows of a type that has a handler: most rows are INSTR_RANGE)
+        handled = np.isin(types, self._handled_types)
+        rest = np.flatnonzero(handled & ~(itm | sw))
         if len(rest):
             get = self.element_handlers.get
             for e in batch.take(rest):

@@ -28,6 +28,13 @@ cdef class Block:
     cdef public Block next_n
 
 
+cdef class Instr:
+    cdef public object address, end, target
+    cdef public int isa, size, itype, subtype, next_isa
+    cdef public bint found, cond, link
+    cdef public tuple tail
+
+
 cdef class BlockCache:
     cdef public object memory, opts, view, _store, _generation, _last
     cdef public list _cls

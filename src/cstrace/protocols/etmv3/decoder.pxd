@@ -6,11 +6,12 @@
 
 cimport cython
 
+from cstrace.isa.blocks cimport Instr
 from cstrace.protocols.kit cimport ElementSink
 
 cdef tuple _TRACE_ON, _ISAS, _ITYPES, _ISUBS
 cdef int _A32, _T32, _BR, _BR_IND, _INSTR_RANGE, _SPACE_S, _SPACE_N
-cdef int _NO_SYNC, _WAIT_ASYNC, _WAIT_ISYNC, _SYNCED, _OBJECT, _RANGE
+cdef int _NO_SYNC, _WAIT_ASYNC, _WAIT_ISYNC, _SYNCED, _OBJECT, _RANGE, _CYCLES, _CYCLE_COUNT
 cdef int _K_OTHER, _K_ASYNC, _K_NOT_SYNC, _K_ISYNC, _K_TIMESTAMP, _K_PHEADER
 cdef int _K_CYCLE_COUNT, _K_BRANCH
 cdef dict _KIND_OF
@@ -26,9 +27,11 @@ cdef class _Slot:
     cdef public Py_ssize_t num
 
     cpdef void put(self, object elem) except *
+    cpdef void cycles(self, long long offset, unsigned long long cc, bint cc_valid) except *
     cpdef void stale_range(self, long long offset, unsigned long long cc, bint cc_valid) except *
     @cython.locals(cc=object)
     cpdef object range_object(self)
+    cpdef object cycles_object(self)
 
 
 # (not final: Cython would then refuse the overriding of the sink's bind_columns)
@@ -64,6 +67,9 @@ cdef class Etmv3Decoder(ElementSink):
     @cython.locals(r=Py_ssize_t)
     cpdef void range_out(self, _Slot slot) except *
 
+    @cython.locals(r=Py_ssize_t)
+    cpdef void cycles_out(self, _Slot slot) except *
+
     cpdef object context_info(self)
     cpdef void skipped(self, long long offset, Py_ssize_t size) except *
     cpdef void sync_wait(self) except *
@@ -76,7 +82,7 @@ cdef class Etmv3Decoder(ElementSink):
         ca=cython.bint, space=cython.int, instrs=list, iaddr=cython.ulonglong,
         bits=cython.uint, slot=_Slot, acc=cython.ulonglong, cc=cython.ulonglong,
         executed=cython.bint, readable=cython.bint, itype=cython.int, nisa=cython.int,
-        ccv=object, accv=object,
+        ccv=object, accv=object, blk=Instr, table=dict,
     )
     cpdef void pheader(
         self, long long offset, int fmt, int count, unsigned int atoms, int cycles, int isa

@@ -86,7 +86,7 @@ from cstrace.elements import (
 )
 from cstrace.errors import DiagCode, DiagKind, Severity
 from cstrace.isa import IsaOptions, Profile
-from cstrace.isa.blocks import BlockCache
+from cstrace.isa.blocks import BlockCache, Instr
 from cstrace.protocols.base import DecodeContext, Packet
 from cstrace.protocols.etmv3.config import Etmv3Config
 from cstrace.protocols.etmv3.packets import (
@@ -136,6 +136,8 @@ _SYNCED = 3
 # what a record holds
 _OBJECT = 0  # an element object (``elem``)
 _RANGE = 1  # an INSTR_RANGE, as fields
+_CYCLES = 2  # a CYCLE_COUNT, as fields (offset, cc, cc_valid)
+_CYCLE_COUNT = 12  # ElemType.CYCLE_COUNT
 
 COLUMNS = (
     ("type", "uint8"),
@@ -159,10 +161,10 @@ class _Slot:
     """One reusable element record of the reference's output ring.
 
     It holds an element object (``kind`` :data:`_OBJECT`) or the fields of an
-    ``INSTR_RANGE`` (:data:`_RANGE`). Besides that, a record keeps what some
-    elements leave as they were: the instruction set (``isa``), and the
-    fields of the last range built in it (``l_*``) with a start address set
-    since (``start``, when ``has_start``).
+    ``INSTR_RANGE`` (:data:`_RANGE`) or of a ``CYCLE_COUNT`` (:data:`_CYCLES`).
+    Besides that, a record keeps what some elements leave as they were: the
+    instruction set (``isa``), and the fields of the last range built in it
+    (``l_*``) with a start address set since (``start``, when ``has_start``).
     """
 
     __slots__ = (
@@ -220,6 +222,13 @@ class _Slot:
         self.kind = _OBJECT
         self.elem = elem
 
+    def cycles(self, offset: int, cc: int, cc_valid: bool) -> None:
+        """Hold a ``CYCLE_COUNT`` (whose count is None unless ``cc_valid``)."""
+        self.kind = _CYCLES
+        self.offset = offset
+        self.cc = cc
+        self.cc_valid = cc_valid
+
     def stale_range(self, offset: int, cc: int, cc_valid: bool) -> None:
         """Hold a range record typed but never filled: the reference sends its leftover
         fields."""
@@ -236,6 +245,15 @@ class _Slot:
         self.cond = False
         self.cc = cc
         self.cc_valid = cc_valid
+
+    def cycles_object(self) -> CycleCount:
+        """The held ``CYCLE_COUNT`` as an object."""
+        e = CycleCount(self.offset, 0)
+        if self.cc_valid:
+            e.cycle_count = self.cc
+        else:
+            e.cycle_count = None  # type: ignore[assignment]
+        return e
 
     def range_object(self) -> InstrRange:
         """The held ``INSTR_RANGE`` as an object."""
@@ -380,6 +398,9 @@ class Etmv3Decoder(ElementSink):
             if slot.kind == _RANGE:
                 self.range_out(slot)
                 continue
+            if slot.kind == _CYCLES:
+                self.cycles_out(slot)
+                continue
             e = slot.elem
             if e is not None:
                 if type(e) is Timestamp:
@@ -387,6 +408,17 @@ class Etmv3Decoder(ElementSink):
                     # held back or cancelled does not move it).
                     self.memory.advance(e.timestamp)
                 self.element(e)
+
+    def cycles_out(self, slot: _Slot) -> None:
+        """Output the ``CYCLE_COUNT`` held in ``slot``."""
+        if not self.as_columns:
+            self.objects.append(slot.cycles_object())
+            return
+        r = self.next_row()
+        self.c_type[r] = _CYCLE_COUNT
+        self.c_offset[r] = slot.offset
+        self.c_cc[r] = slot.cc
+        self.c_ccv[r] = slot.cc_valid
 
     def range_out(self, slot: _Slot) -> None:
         """Output the ``INSTR_RANGE`` held in ``slot``."""
@@ -514,14 +546,12 @@ class Etmv3Decoder(ElementSink):
                             if fmt == 3
                             else (1 if fmt == 2 and count > 1 else 0)
                         )
-                    ccv: int | None = None
-                    if ca:
-                        ccv = cc
                     if self.sent_unknown or not count:
-                        ce = CycleCount(offset, 0)
-                        ce.cycle_count = ccv  # type: ignore[assignment]
-                        self.put(ce)
+                        self.alloc().cycles(offset, cc, ca)
                     else:
+                        ccv: int | None = None
+                        if ca:
+                            ccv = cc
                         self.put(AddrUnknown(offset, ccv))
                     self.sent_unknown = True
                 count = 0
@@ -538,15 +568,16 @@ class Etmv3Decoder(ElementSink):
                     )
                 if not count:
                     if ca:
-                        slot.put(CycleCount(offset, acc))
+                        slot.cycles(offset, acc, True)
                     else:
                         slot.stale_range(offset, 0, False)
                 else:
                     executed = (bits & 1) == 1
                     readable = False
-                    blk: Any = None
+                    blk: Instr | None = None
                     if isa <= _T32:  # A32 or T32: classified
-                        blk = instrs[isa].get(iaddr)
+                        table: dict[int, Instr] = instrs[isa]
+                        blk = table.get(iaddr)
                         if blk is None:
                             blk = blocks.instr(iaddr, isa, space)
                         readable = blk.found
@@ -701,7 +732,7 @@ class Etmv3Decoder(ElementSink):
                 ccv = cc
             slot.put(PEContext(offset, self.context_info(), _ISAS[isa], ccv))
             slot.isa = isa
-        elif slot.kind == _RANGE:
+        elif slot.kind != _OBJECT:
             slot.offset = offset  # the record sent again, with this packet's index
         elif slot.elem is None:
             slot.elem = Unknown(offset)
@@ -727,7 +758,7 @@ class Etmv3Decoder(ElementSink):
         if not self.begin(offset, size, _K_CYCLE_COUNT):
             return
         self.pend = 0
-        self.put(CycleCount(offset, count))
+        self.alloc().cycles(offset, count, True)
         self.done()
 
     def timestamp(self, offset: int, size: int, value: int) -> None:
