@@ -2,9 +2,9 @@
 
 Judged by the serial decode itself (``--jobs 1``): the listing (packet lines
 included), text, JSON Lines and the null format's loss summary, stdout and
-stderr, with ``--jobs 2`` and ``--jobs 3`` on ETMv4, ETE and PTM corpus
+stderr, with ``--jobs 2`` and ``--jobs 3`` on ETMv4, ETE, PTM and ETMv3 corpus
 snapshots (small streams are cut too: ``CSTRACE_SPLIT_MIN=1``), and with a
-cut forced at every synchronisation point of the PTM streams. Also: the run is really
+cut forced at every synchronisation point of the PTM and ETMv3 streams. Also: the run is really
 cut and its pieces decoded in worker processes; a join whose states do not
 agree (forced) is decoded again by the parent and the output stays the same;
 every piece joins on the corpus, and the pieces' counts merge to the whole
@@ -22,12 +22,14 @@ from pathlib import Path
 import pytest
 
 from cstrace.analyses.loss import LossCounter, merge_losses
+from cstrace.batch import ElementBatch
 from cstrace.cli import main
 from cstrace.decode import Session, SourceRun
 from cstrace.inputs import open_input
 from cstrace.parallel import ParallelDecode, can_fork, lanes_of, split_plans
 from cstrace.protocols import DecodeOptions
 from cstrace.render.ocsd import listing_lines
+from cstrace.rows import expand
 from cstrace.split import (
     SplitPlan,
     WindowStream,
@@ -45,7 +47,7 @@ pytestmark = pytest.mark.skipif(not can_fork(), reason="the process pool forks i
 SMALL = ["juno_r1_1", "infrastructure", "juno-uname-001"]
 """ETMv4 and ETE snapshots whose streams are short: cut with CSTRACE_SPLIT_MIN=1."""
 PTM = ["Snowball", "TC2", "trace_cov_a15"]
-"""Snapshots with PTM streams (TC2: with ETMv3 ones, which are not cut)."""
+"""Snapshots with PTM streams (TC2: with ETMv3 ones, cut too)."""
 
 
 def decode(argv: list[str], out: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -148,7 +150,7 @@ def test_ptm_cut_in_every_format(corpus: Path) -> None:
     assert not cut_in_every_format(open_input(snaps / "juno_r1_1"))
     trace = open_input(snaps / "TC2")
     every = split_plans(trace, trace.buffers, DecodeOptions(), 2, 1, every_format_only=True)
-    assert every and every == plans_of(snaps / "TC2", 2, 1)  # (its ETMv3 streams: not cut)
+    assert every and every == plans_of(snaps / "TC2", 2, 1)  # (its PTM and ETMv3 streams)
     trace = open_input(snaps / "juno_r1_1")
     assert not split_plans(trace, trace.buffers, DecodeOptions(), 2, 1, every_format_only=True)
     assert plans_of(snaps / "juno_r1_1", 2, 1)
@@ -231,6 +233,46 @@ def test_ptm_cut_forced_at_every_sync(corpus: Path, name: str) -> None:
             forced += 1
     if name != "trace_cov_a15":
         assert forced >= 3
+
+
+ETMV3 = ["TC2"]
+"""Snapshots with ETMv3 streams that are decoded (trace_cov_a15 describes ETMv3 sources
+but captured none of their trace)."""
+
+
+@pytest.mark.parametrize("name", corpus_params(ETMV3))
+def test_etmv3_cut_forced_at_every_sync(corpus: Path, name: str) -> None:
+    """A cut at each A-sync of each ETMv3 stream in turn: the two pieces join and give
+    the serial listing (as :func:`test_ptm_cut_forced_at_every_sync`), and the serial
+    element rows."""
+    forced = syncs = 0
+    for _, run in runs_of(corpus / "snapshots" / name):
+        if run.protocol.name != "etmv3":
+            continue
+        cuts = run.protocol.cuts
+        assert cuts is not None
+        syncs += run.stream.data.count(cuts.sync)
+        serial = list(listing_lines(run))
+        rows = [e for items in run.rows() for e in expand_rows(items)]
+        for plan in forced_plans(run):
+            first = piece_run(run, plan, 0)
+            second = piece_run(run, plan, 1)
+            lines = list(listing_lines(first)) + list(listing_lines(second))
+            info, start = piece_of(first), piece_of(second)
+            assert info is not None and info.joined and start is not None and start.start_ok
+            assert lines == serial, (run.trace_id, plan.cuts[0].offset)
+            first, second = piece_run(run, plan, 0), piece_run(run, plan, 1)
+            pieces = [e for r in (first, second) for items in r.rows() for e in expand_rows(items)]
+            assert pieces == rows, (run.trace_id, plan.cuts[0].offset)
+            forced += 1
+    assert forced == syncs >= 20  # (a cut at every one)
+
+
+def expand_rows(items: list[object]) -> list[object]:
+    """Element objects of a list of element rows (of objects or of a batch)."""
+    if len(items) == 1 and isinstance(items[0], ElementBatch):
+        return list(items[0])
+    return list(expand(items))
 
 
 def test_pieces_count_as_the_run(corpus: Path) -> None:

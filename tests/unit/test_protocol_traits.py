@@ -21,7 +21,7 @@ def test_every_protocol_is_listed_once() -> None:
 def test_software_trace_and_splittable() -> None:
     specs = all_protocols()
     assert {p.name for p in specs if p.software_trace} == {"stm", "itm", "dcc"}
-    assert {p.name for p in specs if p.splittable} == {"etmv4", "ete", "ptm"}
+    assert {p.name for p in specs if p.splittable} == {"etmv4", "ete", "ptm", "etmv3"}
 
 
 def test_names_and_aliases_name_one_protocol_each() -> None:

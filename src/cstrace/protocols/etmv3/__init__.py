@@ -14,6 +14,7 @@ from cstrace.capture.stream import Stream
 from cstrace.protocols.base import ProtocolSpec
 from cstrace.protocols.etmv3 import packets as _p
 from cstrace.protocols.etmv3.config import Etmv3Config, from_registers
+from cstrace.protocols.etmv3.cut import CUTS
 from cstrace.protocols.etmv3.decoder import iter_elements
 from cstrace.protocols.etmv3.reader import iter_packets, iter_stream_rows
 
@@ -45,4 +46,5 @@ PROTOCOL = ProtocolSpec(
         (_p.BadTraceMode, "bad", "BAD_TRACEMODE"),
     ),
     reference_decoder="DCD_ETMV3",
+    cuts=CUTS,
 )

@@ -22,7 +22,7 @@ cdef class _Slot:
     cdef public int kind, isa, r_isa, size, itype, subtype, l_type, l_subtype
     cdef public object elem
     cdef public long long offset
-    cdef public bint has_start, has_rng, executed, cond, cc_valid
+    cdef public bint has_start, has_rng, executed, cond, cc_valid, fresh
     cdef public unsigned long long start, l_start, l_end, first, end, cc
     cdef public Py_ssize_t num
 
@@ -129,4 +129,5 @@ cdef class Etmv3Decoder(ElementSink):
     @cython.locals(kind=cython.int, slot=_Slot, count_back=Py_ssize_t)
     cpdef void other(self, object pkt) except *
     cpdef void packet(self, object pkt) except *
+    # (settled and cut_state stay Python methods: they run at cuts only)
     cpdef void finish(self, bint complete) except *

@@ -175,6 +175,7 @@ class _Slot:
         "end",
         "executed",
         "first",
+        "fresh",
         "has_rng",
         "has_start",
         "isa",
@@ -216,6 +217,9 @@ class _Slot:
         self.cond = False
         self.cc = 0
         self.cc_valid = False
+        self.fresh = False
+        """A range was built in this record since the decoder was made (see
+        :meth:`Etmv3Decoder.settled`)."""
 
     def put(self, elem: Element) -> None:
         """Hold an element object."""
@@ -598,7 +602,7 @@ class Etmv3Decoder(ElementSink):
                         slot.cond = blk.cond
                         slot.cc = acc
                         slot.cc_valid = ca
-                        slot.has_rng = True
+                        slot.has_rng = slot.fresh = True
                         slot.has_start = False
                         if not executed:
                             iaddr = blk.end
@@ -860,6 +864,83 @@ class Etmv3Decoder(ElementSink):
                 self.stop(Diagnostic(off, tid, DiagCode.HW_CFG_UNSUPP, DiagKind.DATA_TRACE))
             return
         self.done()
+
+    # ---------------------------------------------------------------- cuts
+
+    CUT_CONSTANTS = frozenset(
+        (
+            # the kit's sink and counters, and what the configuration sets
+            "trace_id", "recover", "state", "last", "fatal", "pending", "objects", "tap",
+            "raw", "last_other", "packets", "limit", "syncs", "sync_at", "overflows",
+            "overflow_at", "handlers", "as_columns", "size", "rows", "specs", "arrays",
+            "undecoded", "undecoded_bytes", "stop_at", "refused", "ca", "m_profile",
+            # caches of the code memory
+            "blocks", "memory", "instrs", "generation", "cache_space",
+            # the element columns (pure Python: attributes too)
+            "c_type", "c_offset", "c_isa", "c_start", "c_end", "c_num", "c_exec",
+            "c_size", "c_itype", "c_sub", "c_cond", "c_cc", "c_ccv",
+            # read only before synchronisation: why it was lost, where a wait began
+            "reason", "waited_at",
+        )
+    )  # fmt: skip
+    """Attributes that are not state crossing a cut (the ring, ``slots``, is compared
+    from its oldest record: :meth:`cut_state`)."""
+
+    def settled(self) -> bool:
+        """Whether a decoder started at a cut (:mod:`cstrace.protocols.etmv3.cut`) knows
+        all it will ever know of what came before: synchronised, and a range built in
+        every record of its output ring (whose leftover fields some elements read)."""
+        if self.sync != _SYNCED or not self.slots:
+            return False
+        return all(slot.fresh for slot in self.slots)
+
+    def cut_state(self) -> tuple[object, ...]:
+        """What decoding later packets depends on, as one comparable value (see
+        :mod:`cstrace.split`): the PE state, the address, and the output ring from its
+        oldest record on (the elements held back, and what every record keeps)."""
+        ring: list[object] = []
+        slots = self.slots
+        size = len(slots)
+        for i in range(size):
+            slot = slots[(self.first + i) % size]
+            keep: tuple[object, ...] = (
+                slot.isa,
+                slot.has_start,
+                slot.start,
+                slot.l_start,
+                slot.l_end,
+                slot.l_type,
+                slot.l_subtype,
+            )
+            if i < self.used:  # held back: the element too
+                if slot.kind == _RANGE:
+                    keep += (slot.range_object(),)
+                elif slot.kind == _CYCLES:
+                    keep += (slot.cycles_object(),)
+                else:
+                    keep += (slot.elem,)
+            ring.append(keep)
+        return (
+            self.sync,
+            self.stopped,
+            self.need_addr,
+            self.sent_unknown,
+            0 if self.need_addr else self.iaddr,
+            self.sec,
+            self.el_hyp,
+            self.el_valid,
+            self.ctxid,
+            self.ctxid_valid,
+            self.vmid,
+            self.vmid_valid,
+            self.follower_isa,
+            self.waited,
+            self.used,
+            self.pend,
+            tuple(ring),
+        )
+
+    # ---------------------------------------------------------------- packet objects
 
     def packet(self, pkt: Packet) -> None:
         """Decode one packet object (what the reader would have handed over as fields)."""

@@ -18,7 +18,7 @@ cdef class ReaderState:
     cdef public object addr, alt_isa, async_index, b_bits, b_exc, ctxid, ctxt_bytes
     cdef public object hyp_bits, isa, reason, timestamp, ts_last_bits, ts_last_mask, ts_max
     cdef public object valid_bits, vmid
-    cdef public bint alt, alt_isa_bit, b_changed, data_addr, hyp, instr, ns, v7m
+    cdef public bint alt, alt_isa_bit, b_changed, data_addr, hyp, instr, ns, v7m, ts_full
     cdef public int fmt, cut
     cdef public str last
     cdef public tuple pheaders

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator
 from enum import IntEnum
+from functools import partial
 from typing import Any, Literal, TypeAlias
 
 from cstrace.capture.stream import Stream
@@ -305,6 +306,7 @@ class ReaderState:
         "pheaders",
         "reason",
         "timestamp",
+        "ts_full",
         "ts_last_bits",
         "ts_last_mask",
         "ts_max",
@@ -336,6 +338,8 @@ class ReaderState:
         self.ctxid = 0
         self.vmid = 0
         self.timestamp = 0
+        self.ts_full = False
+        """A timestamp packet gave every bit of the timestamp."""
         self.reason = ISyncReason.PERIODIC
         self.fmt = 0
         """Format of the last valid P-header."""
@@ -352,6 +356,54 @@ class ReaderState:
         self.cut = 0
         """Why the reading loop stopped at a packet: 0 it did not, :data:`_GOES_ON`,
         :data:`_NEVER_ENDS`."""
+
+    CUT_CONSTANTS = frozenset(
+        (
+            "alt",
+            "v7m",
+            "ctxt_bytes",
+            "instr",
+            "data_addr",
+            "hyp_bits",
+            "alt_isa_bit",
+            "ts_max",
+            "ts_last_mask",
+            "ts_last_bits",
+            "pheaders",
+            "b_bits",
+            "b_changed",
+            "b_exc",
+            "cut",
+        )
+    )
+    """Attributes set from the configuration, or that hold the last packet read only:
+    not state crossing a cut."""
+
+    def cut_state(self) -> tuple[object, ...]:
+        """What the reading of later packets depends on, as one comparable value (see
+        :mod:`cstrace.split`); every attribute is here or in :data:`CUT_CONSTANTS`."""
+        return (
+            self.addr,
+            self.valid_bits,
+            self.isa,
+            self.ns,
+            self.hyp,
+            self.alt_isa,
+            self.ctxid,
+            self.vmid,
+            self.timestamp,
+            self.ts_full,
+            self.reason,
+            self.fmt,
+            self.last,
+            self.async_index,
+        )
+
+    def settled(self, timestamps: bool) -> bool:
+        """Whether a reader started at a synchronisation point has been given everything
+        it keeps: a whole address (an I-sync), the format of a P-header, and a whole
+        timestamp when ``timestamps`` are traced."""
+        return self.valid_bits >= 32 and self.fmt != 0 and (not timestamps or self.ts_full)
 
 
 # --- helpers -------------------------------------------------------------------------
@@ -720,6 +772,8 @@ def read_timestamp(d: bytes, p: int, end: int, index: int, st: ReaderState) -> T
             mask = st.ts_last_mask
             step = st.ts_last_bits
     st.timestamp = _merge(st.timestamp, ts, bits)
+    if bits >= 7 * (ts_max - 1) + st.ts_last_bits:
+        st.ts_full = True
     st.last = "TIMESTAMP"
     return Timestamp(index, d[p:q], st.timestamp, bits)
 
@@ -1100,11 +1154,15 @@ def _unsynced(
 # --- the reading loop ------------------------------------------------------------------
 
 
-def iter_packets(stream: Stream, config: Etmv3Config, complete: bool = True) -> Iterator[Packet]:
-    """Read the ETMv3 packets of one trace ID's stream (see the module's reader contract).
+def iter_packets(
+    stream: Stream, config: Etmv3Config, complete: bool = True, state: ReaderState | None = None
+) -> Iterator[Packet]:
+    """Read the ETMv3 packets of one trace ID's stream (see the module's reader contract),
+    with ``state`` as the reader's state after the first A-sync, if given.
 
     A tap on :func:`read`: the packets are made as objects instead of being decoded."""
-    return tapped(read, Etmv3Decoder(config), stream, config, complete)
+    reader: Any = read if state is None else partial(read, state=state)
+    return tapped(reader, Etmv3Decoder(config), stream, config, complete)
 
 
 def iter_stream_rows(
@@ -1130,7 +1188,13 @@ def _give(dec: Etmv3Decoder, pkt: Packet) -> None:
         dec.packet(pkt)
 
 
-def read(stream: Stream, config: Etmv3Config, complete: bool, dec: Etmv3Decoder) -> Iterator[None]:
+def read(
+    stream: Stream,
+    config: Etmv3Config,
+    complete: bool,
+    dec: Etmv3Decoder,
+    state: ReaderState | None = None,
+) -> Iterator[None]:
     """Read one ETMv3 trace ID's bytes into the decoder ``dec``: P-headers and branch
     addresses are handed to its methods as fields, the other packets as objects
     (:meth:`~cstrace.protocols.etmv3.decoder.Etmv3Decoder.packet`); with a tap
@@ -1138,7 +1202,8 @@ def read(stream: Stream, config: Etmv3Config, complete: bool, dec: Etmv3Decoder)
 
     The stream is read block by block through a
     :class:`~cstrace.capture.window.BlockWindow`. Yields (None) whenever the
-    decoder has output to take.
+    decoder has output to take. ``state``: the reader's state to use from the first
+    A-sync on (a fresh one if None).
     """
     win = BlockWindow(stream)
     if not win.advance(0):
@@ -1150,7 +1215,7 @@ def read(stream: Stream, config: Etmv3Config, complete: bool, dec: Etmv3Decoder)
             _give(dec, NotSync(ws.index, bytes(ws.buf), ws.reserved))
         return
 
-    st = ReaderState(config)
+    st = ReaderState(config) if state is None else state
     st.last = "A_SYNC"
     readers = reader_table(config)
     d = win.data

@@ -1,0 +1,95 @@
+"""Where an ETMv3 stream may be cut for decoding in pieces (:mod:`cstrace.split`).
+
+Input: the configuration and a decode context; output: :data:`CUTS`, the
+:class:`~cstrace.protocols.base.CutPoints` of the protocol's ``ProtocolSpec``.
+
+A cut starts at an A-sync packet (five 0x00 bytes, then 0x80: IHI 0014Q
+§7.4.1; once synchronised, more zeros make a bad sequence), which the trace
+unit follows with an I-sync giving the whole address, instruction set,
+security state and context ID (§7.4.2). A decoder started there is settled
+once it decoded that I-sync, a P-header (whose format the reader keeps), a
+whole timestamp when timestamps are traced, and an instruction range in every
+record of its output ring (the reference's ring of element records, some of
+whose leftover fields later elements read:
+:meth:`~cstrace.protocols.etmv3.decoder.Etmv3Decoder.settled`). The state
+compared at a cut is the reader's
+(:meth:`~cstrace.protocols.etmv3.reader.ReaderState.cut_state`) and the
+decoder's (:meth:`~cstrace.protocols.etmv3.decoder.Etmv3Decoder.cut_state`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from cstrace.capture.stream import Stream
+from cstrace.protocols.base import CutPoints, DecodeContext, Packet
+from cstrace.protocols.etmv3.config import Etmv3Config
+from cstrace.protocols.etmv3.decoder import Etmv3Decoder
+from cstrace.protocols.etmv3.packets import ASync
+from cstrace.protocols.etmv3.reader import ReaderState, iter_packets
+
+__all__ = ["A_SYNC", "CUTS", "Etmv3Cut"]
+
+A_SYNC = b"\x00" * 5 + b"\x80"
+"""An A-sync packet as the reader reads it once synchronised."""
+
+
+class Etmv3Cut:
+    """An ETMv3 reader and decoder as :mod:`cstrace.split` drives them
+    (:class:`~cstrace.protocols.base.CutDecoder`)."""
+
+    __slots__ = ("complete", "config", "decoder", "out", "reader")
+
+    def __init__(self, config: Etmv3Config, context: DecodeContext) -> None:
+        self.config = config
+        self.complete = context.complete
+        self.reader = ReaderState(config)
+        self.decoder = Etmv3Decoder(config, context)
+        self.out: list[Any] = self.decoder.objects
+
+    @property
+    def last_idx(self) -> int:
+        """The capture index of the last packet decoded."""
+        return self.decoder.last
+
+    @property
+    def halted(self) -> bool:
+        """Whether the decoder stopped for good (at a packet it cannot decode)."""
+        return self.decoder.stopped
+
+    def packets(self, stream: Stream, complete: bool) -> Iterator[Packet]:
+        """The packets of ``stream``, read with this reader state."""
+        return iter_packets(stream, self.config, complete, self.reader)
+
+    def decode(self, pkt: Packet) -> list[Any]:
+        """The elements of one packet (the list is reused by the next call)."""
+        out = self.out
+        out.clear()
+        self.decoder.packet(pkt)
+        return out
+
+    def finish(self) -> list[Any]:
+        """The elements of the end of the trace."""
+        out = self.out
+        out.clear()
+        self.decoder.finish(self.complete)
+        return out
+
+    def settled(self) -> bool:
+        """An I-sync decoded, the output ring renewed and, when timestamps are traced, a
+        whole timestamp read."""
+        return self.decoder.settled() and self.reader.settled(self.config.ts_enabled)
+
+    def cut_state(self) -> tuple[object, ...]:
+        """The reader's and the decoder's cut states."""
+        return (self.reader.cut_state(), self.decoder.cut_state())
+
+
+def _opens(pkt: Packet) -> bool:
+    return type(pkt) is ASync
+
+
+CUTS = CutPoints(sync=A_SYNC, decoder=Etmv3Cut, opens=_opens, every_format=True)
+"""How an ETMv3 stream is cut: at A-sync packets, in every output format (a piece reads
+and decodes its packets as the whole run does)."""
