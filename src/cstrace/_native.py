@@ -100,15 +100,15 @@ HOT_MODULES: tuple[str, ...] = (
 ``isa/blocks.py``, ``isa/scan.py``, ``protocols/packet.py``,
 ``protocols/etmv4/packets.py``, ``protocols/etmv4/decoder.py``,
 ``protocols/etmv4/reader.py``, ``protocols/ptm/decoder.py``, ``protocols/kit.py``,
-the ITM and STM readers and decoders, ``protocols/itm/boundary.py`` and
+the ITM, STM and ETMv3 readers and decoders, ``protocols/itm/boundary.py`` and
 ``rows.py`` have a ``.pxd`` beside them (extension types, typed loops). The
 others are compiled as they are: the instruction classifiers and the memory map
 (called for each new block walked), the listing's loop and printers of element
 text and of ITM and STM packets (``bits.py`` and ``render/ocsd``: a line of text
-per packet and element), and the PTM reader and the ETMv3 reader and decoder,
-whose inner loops are generator functions, whose locals a ``.pxd`` cannot type
-(it types only ``cdef``/``cpdef`` functions and ``cdef`` classes), so compiling
-them gains little until those loops become methods (docs/performance.md).
+per packet and element), and the PTM reader, whose inner loop is a generator
+function, whose locals a ``.pxd`` cannot type (it types only ``cdef``/``cpdef``
+functions and ``cdef`` classes), so compiling it gains little until that loop
+becomes a method (docs/performance.md).
 
 A module compiled without a ``.pxd`` keeps Python's semantics except where
 Cython gives an expression a C type: the value of a ``bytes`` item, ``len()``.

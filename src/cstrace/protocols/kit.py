@@ -28,9 +28,9 @@ were once written again in each protocol's folder.
   and element objects from packet objects (``ProtocolSpec.iter_elements``).
 - :func:`input_blocks`: the blocks the reference hands a packet reader.
 
-ITM and STM are built on the kit (:mod:`cstrace.protocols.itm`,
-:mod:`cstrace.protocols.stm`); ``docs/architecture.md`` says how a protocol
-is put together.
+ITM, STM and ETMv3 are built on the kit (:mod:`cstrace.protocols.itm`,
+:mod:`cstrace.protocols.stm`, :mod:`cstrace.protocols.etmv3`);
+``docs/architecture.md`` says how a protocol is put together.
 """
 
 from __future__ import annotations
