@@ -210,10 +210,6 @@ class _Unpacker:
         self.run_idx.setdefault(tid, []).append(indices)
         self.length[tid] = base + vals.size
 
-    def feed(self, frames: npt.NDArray[np.uint8], sof: npt.NDArray[np.int64]) -> None:
-        """Unpack ``frames`` (n x 16), whose first bytes are at capture indices ``sof``."""
-        self.feed_bytes(np.ascontiguousarray(frames).tobytes(), 0, frames.shape[0], sof)
-
     def take(self, tid: int) -> Stream | None:
         """The data of ``tid`` unpacked since the last ``take``, as a stream of its own."""
         values = self.values.pop(tid, None)
