@@ -64,7 +64,7 @@ __all__ = [
 ]
 
 HOT_MODULES: tuple[str, ...] = (
-    "cstrace.capture.formatter",
+    "cstrace.capture.walk",
     "cstrace.capture.window",
     "cstrace.rows",
     "cstrace.tally",

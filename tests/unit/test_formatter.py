@@ -1,4 +1,4 @@
-"""The frame deformatter: hand-made frames, and the vectorised unpacker against a plain model."""
+"""The frame deformatter: hand-made frames, and the frame walk against a plain model."""
 
 from __future__ import annotations
 
@@ -216,12 +216,12 @@ def test_bulk_fsync_framing_matches_sequential_rules(hsyncs: bool) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(st.binary(min_size=0, max_size=16 * 40))
-def test_vectorised_matches_model(data: bytes) -> None:
+def test_walk_matches_model(data: bytes) -> None:
     data = data[: len(data) // 16 * 16]
     assert flatten(data) == {k: v for k, v in model_demux(data).items() if v}
 
 
-def test_vectorised_matches_model_on_realistic_frames() -> None:
+def test_walk_matches_model_on_realistic_frames() -> None:
     rng = random.Random(1234)
     frames = bytearray()
     for _ in range(3000):

@@ -12,11 +12,9 @@ Capture indices follow OpenCSD: the data of one ID inside one frame forms a run
 whose index is the frame start, or the position of the ID byte that started it,
 and whose bytes are numbered consecutively from there.
 
-Frames are unpacked with NumPy, a block of frames at a time: the eight ID/data
-slots of a frame are handled as the bytes of one 64-bit word, so that IDs, ID
-changes and byte owners come from whole-array word operations; the run layout of
-each distinct frame layout (which slots are IDs, which change the ID, their flag
-bits) is computed once as a small template.
+Frames are walked one byte at a time by a small state machine
+(:mod:`cstrace.capture.walk`, compiled with the other hot modules); NumPy finds
+the frames of a TPIU capture (FSYNC and HSYNC patterns) and holds the results.
 """
 
 from __future__ import annotations
@@ -27,18 +25,16 @@ import numpy as np
 import numpy.typing as npt
 
 from cstrace.capture.stream import Stream
+from cstrace.capture.walk import ID_BYTES, NONE, walk
 
 __all__ = ["FRAME_SIZE", "CaptureIssue", "Demux", "demux_frames"]
 
 FRAME_SIZE = 16
 _BLOCK_FRAMES = 1 << 16
-_NO_ID = -1
 EMPTY_BLOCK_STOP = (
     "this frame hands a decoded trace ID an empty data block, which the reference "
     "decoder treats as fatal: decoding of the buffer stops after this frame"
 )
-# Highest set bit of a byte (the last ID slot of a frame), -1 for 0.
-_HIGHEST = np.array([b.bit_length() - 1 for b in range(256)], dtype=np.int8)
 
 
 @dataclass(frozen=True)
@@ -65,184 +61,22 @@ class Demux:
     """False when a fatal framing error stopped demultiplexing before the end."""
 
 
-class _Layout:
-    """How one frame layout distributes its 15 bytes into runs, in frame order.
-
-    A run is a stretch of data bytes between two ID changes; each run records the
-    frame position of its first byte, its index offset in the frame (OpenCSD's
-    numbering) and its byte count.
-    """
-
-    __slots__ = ("run_first", "run_len", "run_off")
-
-    def __init__(self, is_id: int, change: int, flags: int) -> None:
-        self.run_first: list[int] = []
-        self.run_off: list[int] = []
-        self.run_len: list[int] = []
-        run_start = 0
-        count = 0
-        run_open = False
-
-        def put(pos: int) -> None:
-            nonlocal count, run_open
-            if not run_open:
-                self.run_first.append(pos)
-                self.run_off.append(run_start + count)
-                self.run_len.append(0)
-                run_open = True
-            self.run_len[-1] += 1
-            count += 1
-
-        for i in range(0, 14, 2):
-            s = i >> 1
-            prev_and_change = False
-            if (is_id >> s) & 1:
-                if (change >> s) & 1:
-                    prev_and_change = bool((flags >> s) & 1)
-                    if prev_and_change:
-                        put(i + 1)  # still the previous ID's byte
-                    if count > 0:
-                        run_start = i
-                        count = 0
-                    run_open = False
-            else:
-                put(i)
-            if not prev_and_change:
-                put(i + 1)
-        if not (is_id >> 7) & 1:
-            put(14)  # an ID in byte 14 only sets the ID for the next frame
-
-
-_MAX_RUNS = 8  # one run, plus one per ID change in slots 0..6
-
-
-class _Templates:
-    """The run layouts of every frame layout met so far, shared by all unpackers.
-
-    A layout key holds the ID slots (8 bits), the changing ID slots 0..6 (7 bits)
-    and the flag bits of those changing slots (7 bits). Layouts are pure functions
-    of their key, so one table serves every pass over every capture. Key 0 (no ID
-    byte: one run of 15 bytes) is template 0. At most 4^7 x 2 layouts exist (each
-    of slots 0..6 is data, a repeated ID, a changed ID, or a changed ID with its
-    flag; byte 14 is an ID or not), so 16-bit template numbers suffice.
-    """
-
-    KEY_BITS = 22
-
-    def __init__(self) -> None:
-        self.table: npt.NDArray[np.uint16] | None = None
-        self.count = np.zeros(0, dtype=np.intp)
-        # Per template, _MAX_RUNS entries each: first byte position, index offset, length.
-        self.first = np.zeros(0, dtype=np.intp)
-        self.off = np.zeros(0, dtype=np.int64)
-        self.length = np.zeros(0, dtype=np.int64)
-        self._add([0])
-
-    def _add(self, keys: list[int]) -> None:
-        layouts = [_Layout(k & 0xFF, (k >> 8) & 0x7F, (k >> 15) & 0x7F) for k in keys]
-        pad = [0] * _MAX_RUNS
-
-        def flat(get: str) -> list[int]:
-            out: list[int] = []
-            for lay in layouts:
-                row: list[int] = getattr(lay, get)
-                out += row + pad[len(row) :]
-            return out
-
-        self.count = np.concatenate((self.count, [len(lay.run_len) for lay in layouts]))
-        self.first = np.concatenate((self.first, flat("run_first")))
-        self.off = np.concatenate((self.off, flat("run_off")))
-        self.length = np.concatenate((self.length, flat("run_len")))
-
-    def ids(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.intp]:
-        """Template numbers of frame layout ``keys``, making the missing templates."""
-        if self.table is None:
-            # Template numbers plus one, 0 for a key not met yet: zero-filled memory,
-            # whose pages the system maps only when a key in them is met (8 MiB
-            # filled with a "missing" value cost 2,048 page faults at every start).
-            self.table = np.zeros(1 << self.KEY_BITS, dtype=np.uint16)
-            self.table[0] = 1
-        table = self.table
-        tids = table[keys]
-        missing = tids == 0
-        if missing.any():
-            # Sorted distinct keys (np.unique would import numpy.ma: 8 ms of start-up).
-            got = np.sort(keys[missing])
-            new = got[np.concatenate(([True], got[1:] != got[:-1]))].tolist()
-            first = self.count.size
-            table[new] = np.arange(first + 1, first + 1 + len(new))
-            self._add(new)
-            tids = table[keys]
-        numbers = tids.astype(np.intp)
-        numbers -= 1  # (the table holds template numbers plus one)
-        return numbers
-
-
-_TEMPLATES = _Templates()
-
-# 64-bit word constants: a frame's eight ID/data slots (bytes 0, 2, ..., 14) are
-# handled as the eight bytes of one word, slot k in byte k.
-_U = np.uint64
-_ONES = _U(0x0101010101010101)
-_LOW7 = _U(0x7F7F7F7F7F7F7F7F)
-_TOP = _U(0xFF << 56)
-_NONE = 0xFF  # owner byte of ID bytes, the flag byte, and data before any ID
-
-
-def _pack(bits: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    """Bit 0 of each byte (bit 8k) gathered into bit k."""
-    return (bits * _U(0x0102040810204080)) >> _U(56)
-
-
-def _spread(byte: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    """Bit k of a byte moved to bit 8k (bit 0 of byte k)."""
-    x = (byte | (byte << _U(28))) & _U(0x0000000F0000000F)
-    x = (x | (x << _U(14))) & _U(0x0003000300030003)
-    return (x | (x << _U(7))) & _ONES
-
-
-def _even_bytes(word: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    """Bytes 0, 2, 4, 6 of each word packed into bytes 0..3."""
-    x = word & _U(0x00FF00FF00FF00FF)
-    x = (x | (x >> _U(8))) & _U(0x0000FFFF0000FFFF)
-    return (x | (x >> _U(16))) & _U(0xFFFFFFFF)
-
-
-def _to_even(half: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    """Bytes 0..3 of each word moved to bytes 0, 2, 4, 6 (the inverse of _even_bytes)."""
-    x = half & _U(0xFFFFFFFF)
-    x = (x | (x << _U(16))) & _U(0x0000FFFF0000FFFF)
-    return (x | (x << _U(8))) & _U(0x00FF00FF00FF00FF)
-
-
-# Flag byte -> the 16-byte frame pattern with its bit k in bit 0 of byte 2k, each
-# pattern one 16-byte item (complex128 is NumPy's cheapest 16-byte type to gather).
-_FLAG_ROWS = (
-    np.array([[(f >> (b // 2)) & 1 if b % 2 == 0 else 0 for b in range(16)] for f in range(256)])
-    .astype(np.uint8)
-    .view(np.complex128)
-    .ravel()
-)
-
-
-def _joined(parts: list[npt.NDArray[np.uint8]]) -> bytes:
-    """The byte arrays ``parts`` joined into one bytes object (one copy)."""
-    return np.concatenate(parts).tobytes()
-
-
-def _rows(table: npt.NDArray[np.uint8], rows: npt.NDArray[np.intp]) -> npt.NDArray[np.uint8]:
-    """Rows of an n x 16 byte table, gathered as 16-byte items."""
-    out: npt.NDArray[np.uint8] = table.view(np.complex128).ravel()[rows].view(np.uint8)
-    return out
+_NONE = NONE
+_ID_BYTES = ID_BYTES
 
 
 class _Unpacker:
     """Stateful frame unpacker: carries the current ID from one block to the next.
 
-    Each frame's eight ID/data slots are one 64-bit word, so the ID in effect
-    before and after every slot, the changes and the owner of every byte come
-    from a handful of whole-array word operations; the run layout (OpenCSD's
-    index numbering) comes from a template per frame layout.
+    The frames are walked one byte at a time (:func:`~cstrace.capture.walk.walk`,
+    compiled): the
+    rules are a small state machine on bytes, which whole-array operations only
+    express through many passes over the data.
+
+    The reference stops a capture at a frame whose byte 12 changes the ID with
+    its flag bit set (so byte 13 still belongs to the old ID) and whose byte 14
+    is an ID: its deformatter hands the new ID an empty data block there, which a
+    decoder of that ID (one of ``stop_ids``) treats as fatal.
     """
 
     def __init__(
@@ -259,197 +93,122 @@ class _Unpacker:
         """With ``count_only``: bytes per owner (trace IDs 0..127; 0xFF for ID bytes, flag
         bytes and data before any ID), and nothing unpacked."""
         self.frames = 0
-        """With ``count_only``: frames fed (up to the one that stopped the capture, if any)."""
+        """Frames fed (up to the one that stopped the capture, if any)."""
         self.id_bytes = 0
         """With ``count_only``: ID bytes in those frames."""
-        # IDs with a decoder: an empty block for one of them stops the capture (see
-        # _first_fatal); stopped_at is then the capture index of that frame.
+        self.named = np.zeros(256, dtype=np.uint8)
+        """Per trace ID: 1 when an ID byte of the frames fed names it."""
         self.stop_ids = stop_ids
+        self._stops = np.zeros(256, dtype=np.uint8)
+        self._stops[list(stop_ids)] = 1
         self.stopped_at: int | None = None
-        self.current_id = _NO_ID
+        """The capture index of the frame that stopped the capture, if one did."""
+        self.current_id = _NONE
         # Per trace ID: data arrays, and run start positions/capture indices.
         self.values: dict[int, list[npt.NDArray[np.uint8]]] = {}
         self.run_pos: dict[int, list[npt.NDArray[np.int64]]] = {}
         self.run_idx: dict[int, list[npt.NDArray[np.int64]]] = {}
         self.length: dict[int, int] = {}
 
-    def _first_fatal(
+    def _pass(
         self,
-        is_id: npt.NDArray[np.uint64],
-        change: npt.NDArray[np.uint64],
-        slot_ids: npt.NDArray[np.uint64],
-        flags: npt.NDArray[np.uint64],
-    ) -> int | None:
-        """The first (general) frame whose last data slot is empty for a decoded ID, if any.
+        data: bytes,
+        first: int,
+        n: int,
+        sof: npt.NDArray[np.int64],
+        keep: npt.NDArray[np.uint8],
+        wpos: npt.NDArray[np.int64],
+        values: npt.NDArray[np.uint8],
+        rpos: npt.NDArray[np.int64],
+        runs: int,
+    ) -> tuple[int, bool, int, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """One :func:`~cstrace.capture.walk.walk` from the current ID; returns the
+        frames walked, whether the capture stops after them, the ID after them, and
+        the run arrays (``runs`` long)."""
+        run_pos = np.empty(runs, dtype=np.int64)
+        run_idx = np.empty(runs, dtype=np.int64)
+        out = walk(
+            data, first, n, sof, self.current_id, keep, self._stops, self.named,
+            wpos, wpos.copy(), values, rpos, run_pos, run_idx,
+        )  # fmt: skip
+        return out >> 9, bool(out & 0x100), out & 0xFF, run_pos, run_idx
 
-        When byte 12 changes the ID with its flag bit set (byte 13 still belongs
-        to the old ID) and byte 14 is an ID, the reference's deformatter hands the
-        new ID an empty block; a decoder answers that with a fatal error and the
-        reference stops the whole buffer there.
-        """
-        bit6 = _U(1 << 48)
-        hit = ((is_id >> _U(8)) & is_id & change & bit6) != 0
-        hit &= ((flags >> _U(6)) & _U(1)) != 0
-        rows = np.flatnonzero(hit)
-        if not rows.size:
-            return None
-        new = ((slot_ids[rows] >> _U(49)) & _U(0x7F)).astype(np.int64)
-        found = rows[np.isin(new, list(self.stop_ids))]
-        return int(found[0]) if found.size else None
-
-    def feed(
-        self, frames: npt.NDArray[np.uint8], sof: npt.NDArray[np.int64], check: bool = True
-    ) -> None:
-        """Unpack ``frames`` (n x 16), whose first bytes are at capture indices ``sof``."""
-        n = frames.shape[0]
+    def feed_bytes(self, data: bytes, first: int, n: int, sof: npt.NDArray[np.int64]) -> None:
+        """Unpack the ``n`` frames of ``data`` from byte ``first``; frame k's first byte
+        is at capture index ``sof[k]``."""
         if n == 0 or self.stopped_at is not None:
             return
-        frames = np.ascontiguousarray(frames)
-        words = frames.view("<u8")  # n x 2
-        lo = words[:, 0]
-        hi = words[:, 1]
-        general = np.flatnonzero(((lo | hi) & _U(0x0001000100010001)) != 0)
-        g = general.size
-        start = _NONE if self.current_id == _NO_ID else self.current_id
-
-        # The eight slots of each frame with ID bytes, as one word: which are IDs,
-        # their values, and the ID in effect after each slot (forward filled).
-        glo = lo[general]
-        ghi = hi[general]
-        slots = _even_bytes(glo) | (_even_bytes(ghi) << _U(32))
-        is_id = slots & _ONES
-        id_bytes = is_id * _U(0xFF)
-        after = ((slots >> _U(1)) & _LOW7) & id_bytes
-        known = id_bytes.copy()
-        for shift in (8, 16, 32):
-            after |= (after << _U(shift)) & ~known
-            known |= known << _U(shift)
-        last = after >> _U(56)  # every such frame has an ID, so slot 7 is known
-
-        # The ID in effect at each frame start: the last ID of the latest frame with IDs.
-        bounds = np.empty(g + 2, dtype=np.int64)
-        bounds[0] = 0
-        bounds[1:-1] = general + 1
-        bounds[-1] = n
-        cur_in = np.repeat(np.concatenate(([_U(start)], last)), np.diff(bounds))
-        g_cur = cur_in[general]
-        after |= (g_cur * _ONES) & ~known
-        before = (after << _U(8)) | g_cur
-        diff = after ^ before
-        diff |= diff >> _U(4)
-        diff |= diff >> _U(2)
-        diff |= diff >> _U(1)
-        change = diff & is_id
-        g_flags = frames[general, 15].astype(np.uint64)
-
-        if check and self.stop_ids and g:
-            fatal = self._first_fatal(is_id, change, slots, g_flags)
-            if fatal is not None:
-                # Unpack up to and including that frame, then stop for good.
-                row = int(general[fatal])
-                self.feed(frames[: row + 1], sof[: row + 1], check=False)
-                self.stopped_at = int(sof[row])
-                return
-        if g:
-            self.current_id = int(last[-1])
-
-        # Owner of every byte, as two words per frame: the ID at frame start for
-        # frames without ID bytes; else per slot, the even byte belongs to the ID
-        # before the slot (none if it is an ID byte) and the odd byte to the ID
-        # after it, or to the one before when the slot changed the ID with its
-        # flag bit set. Byte 15 is the flag byte.
-        change7 = _pack(change) & _U(0x7F)
-        flag_sel = g_flags & change7
+        if len(data) < first + 16 * n or sof.size < n:
+            raise ValueError("frame data or indices shorter than the frames to walk")
+        sof = np.ascontiguousarray(sof, dtype=np.int64)
+        none = np.zeros(256, dtype=np.uint8)
+        empty = np.zeros(0, dtype=np.uint8)
         if self.counts is not None:
-            self._count(n, general, cur_in, is_id, before, after, id_bytes, flag_sel)
-            return
-        owners = np.empty((n, 2), dtype=np.uint64)
-        np.multiply(cur_in, _ONES, out=owners[:, 0])
-        np.bitwise_or(owners[:, 0], _TOP, out=owners[:, 1])
-        if g:
-            owners[general] = _general_owners(before, after, id_bytes, flag_sel)
-        own = owners.view(np.uint8).reshape(n, 16)
-
-        # Data values: even data bytes take bit 0 from the flag byte (a table of the
-        # 16-byte pattern of each flag byte, read as 16-byte items).
-        values = _FLAG_ROWS[frames[:, 15]].view(np.uint8).reshape(n, 16)
-        np.bitwise_or(values, frames, out=values)
-
-        # Runs of every frame, in frame order, from the template of each layout.
-        tmpl = np.zeros(n, dtype=np.intp)
-        if g:
-            keys = _pack(is_id) | (change7 << _U(8)) | (flag_sel << _U(15))
-            tmpl[general] = _TEMPLATES.ids(keys)
-        per_frame = _TEMPLATES.count[tmpl]
-        if g and int(per_frame.max()) > 1:
-            run_row = np.repeat(np.arange(n), per_frame)
-            first_run = np.cumsum(per_frame) - per_frame
-            entry = np.repeat(tmpl * _MAX_RUNS - first_run, per_frame)
-            entry += np.arange(run_row.size)
-            run_sof = np.repeat(sof, per_frame)
+            wpos = np.zeros(256, dtype=np.int64)
+            rpos = np.zeros(256, dtype=np.int64)
+            done, stop, cur, _, _ = self._pass(data, first, n, sof, none, wpos, empty, rpos, 0)
+            ids = int(wpos[_ID_BYTES])
+            wpos[_ID_BYTES] = 0
+            wpos[_NONE] += ids
+            self.counts += wpos
+            self.id_bytes += ids
+        elif self.only is not None:
+            keep = none.copy()
+            keep[self.only] = 1
+            values = np.empty(15 * n, dtype=np.uint8)
+            wpos = np.zeros(256, dtype=np.int64)
+            rpos = np.zeros(256, dtype=np.int64)
+            done, stop, cur, run_pos, run_idx = self._pass(
+                data, first, n, sof, keep, wpos, values, rpos, 8 * n
+            )
+            got = int(rpos[self.only])
+            if got:
+                self._add(self.only, values[: wpos[self.only]], run_pos[:got], run_idx[:got])
         else:
-            run_row = np.arange(n)
-            entry = tmpl * _MAX_RUNS
-            run_sof = sof
-        run_who = own.ravel()[run_row * 16 + _TEMPLATES.first[entry]]
-        run_len = _TEMPLATES.length[entry]
-        run_index = run_sof + _TEMPLATES.off[entry]
+            # Count first, so that every trace ID's bytes and runs go to a part of
+            # one array of the right size.
+            wpos = np.zeros(256, dtype=np.int64)
+            rpos = np.zeros(256, dtype=np.int64)
+            done, _, _, _, _ = self._pass(data, first, n, sof, none, wpos, empty, rpos, 0)
+            keep = none.copy()
+            keep[:128] = wpos[:128] > 0
+            sizes = np.where(keep == 1, wpos, 0)
+            nruns = np.where(keep == 1, rpos, 0)
+            wbase = np.cumsum(sizes) - sizes
+            rbase = np.cumsum(nruns) - nruns
+            values = np.empty(int(sizes.sum()), dtype=np.uint8)
+            wpos = wbase.copy()
+            rpos = rbase.copy()
+            done, stop, cur, run_pos, run_idx = self._pass(
+                data, first, done, sof, keep, wpos, values, rpos, int(nruns.sum())
+            )
+            for tid in np.flatnonzero(keep).tolist():
+                w, r = int(wbase[tid]), int(rbase[tid])
+                self._add(
+                    tid,
+                    values[w : w + int(sizes[tid])],
+                    run_pos[r : r + int(nruns[tid])],
+                    run_idx[r : r + int(nruns[tid])],
+                )
+        self.current_id = cur
+        self.frames += done
+        if stop:
+            self.stopped_at = int(sof[done - 1])
 
-        if self.only is not None:
-            wanted = [self.only]
-        else:
-            seen = np.bincount(run_who, minlength=256)[:128]
-            wanted = np.flatnonzero(seen).tolist()
-        own_flat = own.ravel()
-        values_flat = values.ravel()
-        for tid in wanted:
-            mine = np.flatnonzero(run_who == tid)
-            if mine.size == 0:
-                continue
-            rows = run_row[mine]
-            if rows.size > 1:
-                rows = rows[np.concatenate(([True], rows[1:] != rows[:-1]))]
-            if 2 * rows.size < n:
-                # Few frames hold this ID: select within those frames only.
-                vals = np.compress(_rows(own, rows) == tid, _rows(values, rows))
-            else:
-                vals = values_flat[own_flat == tid]
-            lengths = run_len[mine]
-            base = self.length.get(tid, 0)
-            positions = np.empty(lengths.size, dtype=np.int64)
-            positions[0] = base
-            np.cumsum(lengths[:-1], out=positions[1:])
-            positions[1:] += base
-            self.values.setdefault(tid, []).append(vals)
-            self.run_pos.setdefault(tid, []).append(positions)
-            self.run_idx.setdefault(tid, []).append(run_index[mine])
-            self.length[tid] = base + vals.size
-
-    def _count(
+    def _add(
         self,
-        n: int,
-        general: npt.NDArray[np.intp],
-        cur_in: npt.NDArray[np.uint64],
-        is_id: npt.NDArray[np.uint64],
-        before: npt.NDArray[np.uint64],
-        after: npt.NDArray[np.uint64],
-        id_bytes: npt.NDArray[np.uint64],
-        flag_sel: npt.NDArray[np.uint64],
+        tid: int,
+        vals: npt.NDArray[np.uint8],
+        positions: npt.NDArray[np.int64],
+        indices: npt.NDArray[np.int64],
     ) -> None:
-        """``count_only``: the bytes of ``n`` frames per owner, without unpacking them. A
-        frame without ID bytes gives its 15 data bytes to the ID at its start and its flag
-        byte to no one; the owners of the others' bytes are worked out as :meth:`feed` does."""
-        counts = self.counts
-        assert counts is not None
-        self.frames += n
-        plain = np.ones(n, dtype=bool)
-        plain[general] = False
-        counts += 15 * np.bincount(cur_in[plain].astype(np.intp), minlength=256)
-        counts[_NONE] += n - general.size  # their flag bytes
-        if general.size:
-            self.id_bytes += int(np.unpackbits(_pack(is_id).astype(np.uint8)).sum())
-            owners = _general_owners(before, after, id_bytes, flag_sel)
-            counts += np.bincount(owners.view(np.uint8).ravel(), minlength=256)
+        base = self.length.get(tid, 0)
+        if base:
+            positions = positions + base
+        self.values.setdefault(tid, []).append(vals)
+        self.run_pos.setdefault(tid, []).append(positions)
+        self.run_idx.setdefault(tid, []).append(indices)
+        self.length[tid] = base + vals.size
 
     def take(self, tid: int) -> Stream | None:
         """The data of ``tid`` unpacked since the last ``take``, as a stream of its own."""
@@ -471,23 +230,11 @@ class _Unpacker:
         return out
 
 
-def _general_owners(
-    before: npt.NDArray[np.uint64],
-    after: npt.NDArray[np.uint64],
-    id_bytes: npt.NDArray[np.uint64],
-    flag_sel: npt.NDArray[np.uint64],
-) -> npt.NDArray[np.uint64]:
-    """The owner of every byte of the frames with ID bytes, two words per frame: per slot,
-    the even byte belongs to the ID before the slot (none if it is an ID byte) and the odd
-    byte to the ID after it, or to the one before when the slot changed the ID with its
-    flag bit set. Byte 15, the flag byte, to none."""
-    keep = (_spread(flag_sel) * _U(0xFF)) & _U(0x00FFFFFFFFFFFFFF)
-    even = before | id_bytes
-    odd = (before & keep) | (after & ~keep) | _TOP
-    out = np.empty((before.size, 2), dtype=np.uint64)
-    out[:, 0] = _to_even(even) | (_to_even(odd) << _U(8))
-    out[:, 1] = _to_even(even >> _U(32)) | (_to_even(odd >> _U(32)) << _U(8))
-    return out
+def _joined(parts: list[npt.NDArray[np.uint8]]) -> bytes:
+    """The byte arrays ``parts`` joined into one bytes object (one copy)."""
+    if len(parts) == 1:
+        return parts[0].tobytes()
+    return np.concatenate(parts).tobytes()
 
 
 _FSYNC = b"\xff\xff\xff\x7f"
@@ -657,9 +404,11 @@ def demux_frames(
     if fsyncs or hsyncs:
         frames, sof, complete = _fsync_frames(buf, hsyncs, issues)
         sof = sof + base
-        for start in range(0, frames.shape[0], _BLOCK_FRAMES):
-            unpacker.feed(frames[start : start + _BLOCK_FRAMES], sof[start : start + _BLOCK_FRAMES])
         count = frames.shape[0]
+        flat = frames.tobytes()
+        for start in range(0, count, _BLOCK_FRAMES):
+            n = min(_BLOCK_FRAMES, count - start)
+            unpacker.feed_bytes(flat, FRAME_SIZE * start, n, sof[start : start + n])
     else:
         whole = len(buf) // FRAME_SIZE
         if len(buf) % FRAME_SIZE:
@@ -670,11 +419,10 @@ def demux_frames(
                     f"{len(buf) % FRAME_SIZE} trailing bytes ignored",
                 )
             )
-        arr = np.frombuffer(buf, dtype=np.uint8, count=whole * FRAME_SIZE).reshape(-1, FRAME_SIZE)
         for start in range(0, whole, _BLOCK_FRAMES):
-            block = arr[start : start + _BLOCK_FRAMES]
-            sof = base + FRAME_SIZE * np.arange(start, start + block.shape[0], dtype=np.int64)
-            unpacker.feed(block, sof)
+            n = min(_BLOCK_FRAMES, whole - start)
+            sof = base + FRAME_SIZE * np.arange(start, start + n, dtype=np.int64)
+            unpacker.feed_bytes(buf, FRAME_SIZE * start, n, sof)
         count = whole
         complete = True
     if unpacker.stopped_at is not None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from cstrace.capture.formatter import _HIGHEST, FRAME_SIZE, _Unpacker
+from cstrace.capture.formatter import FRAME_SIZE, _Unpacker
 from cstrace.capture.stream import GatheredStream, Stream
 
 __all__ = [
@@ -91,46 +91,19 @@ def scan_frames(
     The reference stops at a frame whose byte 12 changes the ID to one of
     ``stop_ids`` with its flag bit set and whose byte 14 is an ID: it hands the
     new ID an empty data block there, which its decoders treat as fatal (see
-    ``_Unpacker._first_fatal``). Such frames are rare, so this pass only tests
-    three bits per frame with NumPy and looks closer at the few candidates; the
-    IDs named come from the same ID bits. A trace ID no ID byte names needs no
-    demultiplexing at all: its stream is empty.
+    ``formatter._Unpacker``). This pass is the walk that demultiplexes, counting
+    only. A trace ID no ID byte names needs no demultiplexing at all: its stream
+    is empty.
     """
     if not stop_ids:
         return FrameScan(None, frozenset())
-    last_id = -1  # the ID in effect at the end of the previous block
-    named = np.zeros(128, dtype=bool)
+    unpacker = _Unpacker(stop_ids=stop_ids, count_only=True)
     for offset, data in _aligned(read, FRAME_SIZE, block_size - block_size % FRAME_SIZE):
-        frames = np.frombuffer(data, dtype=np.uint8).reshape(-1, FRAME_SIZE)
-        slots = frames[:, 0:15:2]
-        is_id = (slots & 1).astype(bool)
-        named[slots[is_id] >> 1] = True
-        cand = np.flatnonzero(is_id[:, 6] & is_id[:, 7] & ((frames[:, 15] >> 6) & 1).astype(bool))
-        if cand.size:
-            with_ids = np.flatnonzero(is_id.any(axis=1))
-            for row in cand.tolist():
-                new = int(slots[row, 6]) >> 1
-                if new not in stop_ids:
-                    continue
-                mask = int(np.packbits(is_id[row, :6], bitorder="little")[0])
-                if mask:
-                    before = int(slots[row, int(_HIGHEST[mask])]) >> 1
-                else:
-                    k = int(np.searchsorted(with_ids, row)) - 1
-                    if k >= 0:
-                        prev = int(with_ids[k])
-                        top = int(_HIGHEST[int(np.packbits(is_id[prev], bitorder="little")[0])])
-                        before = int(slots[prev, top]) >> 1
-                    else:
-                        before = last_id
-                if new != before:
-                    return FrameScan(offset + FRAME_SIZE * row, _ids(named))
-        rows = np.flatnonzero(is_id.any(axis=1))
-        if rows.size:
-            row = int(rows[-1])
-            top = int(_HIGHEST[int(np.packbits(is_id[row], bitorder="little")[0])])
-            last_id = int(slots[row, top]) >> 1
-    return FrameScan(None, _ids(named))
+        n = len(data) // FRAME_SIZE
+        unpacker.feed_bytes(data, 0, n, offset + FRAME_SIZE * np.arange(n, dtype=np.int64))
+        if unpacker.stopped_at is not None:
+            break
+    return FrameScan(unpacker.stopped_at, _ids(unpacker.named[:128].astype(bool)))
 
 
 @dataclass(frozen=True)
@@ -165,9 +138,8 @@ def count_frame_bytes(
     own bytes and what comes after the reference's stop (see :class:`FrameBytes`)."""
     unpacker = _Unpacker(stop_ids=stop_ids, count_only=True)
     for offset, data in _aligned(read, FRAME_SIZE, block_size - block_size % FRAME_SIZE):
-        frames = np.frombuffer(data, dtype=np.uint8).reshape(-1, FRAME_SIZE)
-        sof = offset + FRAME_SIZE * np.arange(frames.shape[0], dtype=np.int64)
-        unpacker.feed(frames, sof)
+        n = len(data) // FRAME_SIZE
+        unpacker.feed_bytes(data, 0, n, offset + FRAME_SIZE * np.arange(n, dtype=np.int64))
         if unpacker.stopped_at is not None:
             break
     counts = unpacker.counts
@@ -225,9 +197,8 @@ class LazyStream(GatheredStream):
         tid = self.trace_id
         assert tid is not None
         for offset, data in _aligned(self._read, FRAME_SIZE, self.block_size):
-            frames = np.frombuffer(data, dtype=np.uint8).reshape(-1, FRAME_SIZE)
-            sof = offset + FRAME_SIZE * np.arange(frames.shape[0], dtype=np.int64)
-            unpacker.feed(frames, sof)
+            n = len(data) // FRAME_SIZE
+            unpacker.feed_bytes(data, 0, n, offset + FRAME_SIZE * np.arange(n, dtype=np.int64))
             piece = unpacker.take(tid)
             if piece is not None:
                 yield piece

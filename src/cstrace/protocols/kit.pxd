@@ -15,7 +15,7 @@ cdef class ElementSink:
     cdef public bint stopped, fatal, as_columns, recover
     cdef public list objects, tap, sync_at, overflow_at
     cdef public dict handlers, arrays
-    cdef public Py_ssize_t packets, limit, syncs, overflows, size, rows
+    cdef public Py_ssize_t packets, limit, syncs, overflows, size, capacity, rows
     cdef public Py_ssize_t undecoded, undecoded_bytes
     cdef public long long stop_at
     cdef public tuple specs

@@ -128,6 +128,10 @@ class ElementSink:
         self.handlers: dict[type, Any] = {}
         self.as_columns = as_columns
         self.size = size
+        """Rows per batch: the sink is ready to be taken from once it holds this many."""
+        self.capacity = size
+        """Rows the columns hold (more than :attr:`size` when the packet that filled
+        them wrote more rows; back to :attr:`size` after :meth:`take`)."""
         self.rows = 0
         self.specs = columns
         self.arrays: dict[str, Any] = {}
@@ -137,9 +141,9 @@ class ElementSink:
     # ---------------------------------------------------------------- the sink
 
     def new_columns(self) -> None:
-        """Fresh columns for ``size`` rows."""
-        size = self.size
-        self.arrays = {name: np.zeros(size, dtype) for name, dtype in self.specs}
+        """Fresh columns for :attr:`size` rows."""
+        self.capacity = self.size
+        self.arrays = {name: np.zeros(self.size, dtype) for name, dtype in self.specs}
         self.rows = 0
         self.bind_columns()
 
@@ -167,12 +171,15 @@ class ElementSink:
     def next_row(self) -> int:
         """The number of a new row of the columns (more room made when they are full)."""
         row = self.rows
-        if row >= self.size:
+        if row >= self.capacity:
+            # (A packet's rows go on past a full batch: room for them, until the
+            # batch is taken; the batch size stays the same.)
             old = self.arrays
-            self.size *= 2
-            self.new_columns()
+            self.capacity *= 2
+            self.arrays = {name: np.zeros(self.capacity, dtype) for name, dtype in self.specs}
             for name, col in old.items():
                 self.arrays[name][:row] = col
+            self.bind_columns()
         self.rows = row + 1
         return row
 
