@@ -872,7 +872,7 @@ class Etmv3Decoder(ElementSink):
             # the kit's sink and counters, and what the configuration sets
             "trace_id", "recover", "state", "last", "fatal", "pending", "objects", "tap",
             "raw", "last_other", "packets", "limit", "syncs", "sync_at", "overflows",
-            "overflow_at", "handlers", "as_columns", "size", "rows", "specs", "arrays",
+            "overflow_at", "handlers", "as_columns", "size", "capacity", "rows", "specs", "arrays",
             "undecoded", "undecoded_bytes", "stop_at", "refused", "ca", "m_profile",
             # caches of the code memory
             "blocks", "memory", "instrs", "generation", "cache_space",
