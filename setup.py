@@ -172,6 +172,21 @@ def _drop_stale_c(names: tuple[str, ...]) -> None:
             todo.extend(_CIMPORT.findall(pxd.read_text()))
 
 
+def _drop_orphans(names: tuple[str, ...]) -> None:
+    """Delete the extension modules (and generated C) of modules that are no longer hot.
+
+    A checkout built when a module was hot keeps its extension beside the ``.py``;
+    Python's import machinery would go on preferring it to the edited source, and
+    ``cstrace._native`` only decides for the modules of ``HOT_MODULES``."""
+    hot = {Path("src", *name.split(".")) for name in names}
+    built = [*Path("src", "cstrace").rglob("*.so"), *Path("src", "cstrace").rglob("*.pyd")]
+    for ext in built:
+        module = ext.with_name(ext.name.split(".")[0])
+        if module not in hot and module.with_suffix(".py").is_file():
+            ext.unlink()
+            module.with_suffix(".c").unlink(missing_ok=True)
+
+
 def extensions() -> list:  # type: ignore[type-arg]
     """The Cython extensions of the hot modules, or none when they cannot be made."""
     if os.environ.get("CSTRACE_BUILD_PURE", "") not in ("", "0"):
@@ -183,6 +198,7 @@ def extensions() -> list:  # type: ignore[type-arg]
         return []
     from setuptools import Extension
 
+    _drop_orphans(HOT_MODULES)
     _drop_stale_c(HOT_MODULES)
     exts = [
         Extension(name, [str(Path("src", *name.split(".")).with_suffix(".py"))], optional=True)
