@@ -404,6 +404,19 @@ class _List:
         return Occurrences(self.count, tuple(self.first))
 
 
+_HANDLED = (
+    ElemType.NO_SYNC,
+    ElemType.TRACE_ON,
+    ElemType.TIMESTAMP,
+    ElemType.SWTRACE,
+    ElemType.ITMTRACE,
+    ElemType.ADDR_NACC,
+    ElemType.DIAGNOSTIC,
+    ElemType.UNKNOWN,
+)
+"""Element types that have an element handler (the rows :meth:`_Tally._count_batch` makes
+objects of, unless it counts them from their columns)."""
+
 _BAD_DIAGNOSTICS = frozenset((DiagKind.BAD_PACKET, DiagKind.BAD_SEQUENCE))
 _START_REASONS = frozenset((UnsyncReason.INIT_DECODER, UnsyncReason.RESET_DECODER))
 
@@ -671,7 +684,8 @@ class _Tally:
                     self.local_ts[2] += len(values)
                 else:
                     self.local_ts = [int(values[0]), int(values[-1]), len(values)]
-        sw = types == ElemType.SWTRACE
+        # SWTRACE and TIMESTAMP rows: their timestamps, as the handlers count them
+        sw = (types == ElemType.SWTRACE) | (types == ElemType.TIMESTAMP)
         if sw.any():
             values = batch["timestamp"][sw & batch["timestamp_valid"]]
             if len(values):
@@ -679,7 +693,19 @@ class _Tally:
                     self.ts_first = int(values[0])
                 self.ts_last = int(values[-1])
                 self.ts_count += len(values)
-        rest = np.flatnonzero(~(itm | sw))
+        counted = itm | sw
+        if TraceOn in self.element_handlers:
+            on = types == ElemType.TRACE_ON
+            if on.any():
+                overflow = on & (batch["reason"] == TraceOnReason.OVERFLOW)
+                offsets = batch["offset"][overflow]
+                if len(offsets):
+                    self.overflows.add_many(
+                        len(offsets), offsets[: self.limit].tolist(), "TRACE_ON"
+                    )
+                counted |= on
+        # Only the rows of the other types with a handler are made objects.
+        rest = np.flatnonzero(~counted & np.isin(types, _HANDLED))
         if len(rest):
             get = self.element_handlers.get
             for e in batch.take(rest):
