@@ -704,6 +704,17 @@ class _Tally:
                         len(offsets), offsets[: self.limit].tolist(), "TRACE_ON"
                     )
                 counted |= on
+        nacc = types == ElemType.ADDR_NACC
+        if nacc.any():
+            table = self.nacc
+            for address, offset, space in zip(
+                batch["address"][nacc].tolist(),
+                batch["offset"][nacc].tolist(),
+                batch["mem_space"][nacc].tolist(),
+                strict=True,
+            ):
+                _add_hits(table, address, 1, offset, space)
+            counted |= nacc
         # Only the rows of the other types with a handler are made objects.
         rest = np.flatnonzero(~counted & np.isin(types, _HANDLED))
         if len(rest):

@@ -9,7 +9,8 @@ cimport cython
 from cstrace.isa.blocks cimport Block, BlockCache
 from cstrace.protocols.kit cimport ElementSink, ReturnStack
 
-cdef int _BR, _BR_IND, _T32, _NO_SYNC, _WAIT_SYNC, _DECODE
+cdef int _BR, _BR_IND, _T32, _NO_SYNC, _WAIT_SYNC, _DECODE, _SPACE_S, _SPACE_N
+cdef object _SECURE, _NONSECURE
 cdef int _E_TRACE_ON, _E_INSTR_RANGE, _E_ADDR_NACC, _E_EXCEPTION, _E_TIMESTAMP
 cdef int _BRANCH_DETAIL, _WAYPOINT_DETAIL, _ATOM_DETAIL
 cdef int _K_OTHER, _K_ASYNC, _K_ISYNC, _K_NOTSYNC
@@ -113,6 +114,7 @@ cdef class PtmDecoder(ElementSink):
         offset=cython.longlong,
         walker=BlockCache,
         tables=list,
+        table=dict,
         space=cython.int,
         pe_isa=cython.int,
         pe_valid=cython.bint,

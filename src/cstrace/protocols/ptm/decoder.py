@@ -114,6 +114,10 @@ _TRACE_ON_REASON = (0, 0, 1, 2)
 """TraceOnReason number of each I-sync reason: PERIODIC and TRACE_ON are NORMAL,
 OVERFLOW is OVERFLOW, DEBUG_EXIT is EX_DEBUG."""
 _TRACE_ON_REASONS = tuple(TraceOnReason)
+_SECURE = SecLevel.SECURE
+_NONSECURE = SecLevel.NONSECURE
+_SPACE_S = int(MemSpace.S)
+_SPACE_N = int(MemSpace.N)
 _NO_SYNC = NO_SYNC  # (C copies when compiled)
 _WAIT_SYNC = WAIT_SYNC
 _DECODE = DECODE
@@ -524,8 +528,8 @@ class PtmDecoder(ElementSink):
             ctxt.ctxt_id_valid = True
             show_ctxt = True
             self.memory.set_context(ctxt.context_id, ctxt.vmid if ctxt.vmid_valid else None)
-        ctxt.security_level = SecLevel.NONSECURE if ns else SecLevel.SECURE
-        self.space = int(MemSpace.N if ns else MemSpace.S)
+        ctxt.security_level = _NONSECURE if ns else _SECURE
+        self.space = _SPACE_N if ns else _SPACE_S
         self.tables = self.walker.tables(self.space)
         if self.need_isync or reason != 0:  # (0: PERIODIC)
             self._trace_on(offset, _TRACE_ON_REASON[reason], cc)
@@ -798,7 +802,8 @@ class PtmDecoder(ElementSink):
             if through:
                 blk = walker.walk_through(pe_addr, pe_isa, space, to_addr)
             else:
-                cached = tables[pe_isa].get(pe_addr)
+                table = tables[pe_isa]
+                cached = table.get(pe_addr)
                 blk = walker.block(pe_addr, pe_isa, space) if cached is None else cached
             if not blk.found:
                 pe_valid = False
