@@ -39,6 +39,8 @@ cdef class PtmDecoder(ElementSink):
     cpdef bint settled(self) except -1
 
     @cython.locals(r=Py_ssize_t)
+    cpdef Py_ssize_t _row(self, int kind, long long offset, long long cc) except -1
+    @cython.locals(r=Py_ssize_t)
     cpdef void _range(self, long long offset, Block blk, bint taken, long long cc) except *
     @cython.locals(r=Py_ssize_t)
     cpdef void _trace_on(self, long long offset, int reason, long long cc) except *

@@ -361,6 +361,17 @@ class PtmDecoder(ElementSink):
 
     # -- the sink ------------------------------------------------------------------------
 
+    def _row(self, kind: int, offset: int, cc: int) -> int:
+        """A new column row of element type ``kind`` (its offset and cycle count, ``cc``
+        < 0: none, written); its number."""
+        r = self.next_row()
+        self.c_type[r] = kind
+        self.c_offset[r] = offset
+        if cc >= 0:
+            self.c_cc[r] = cc
+            self.c_ccv[r] = 1
+        return r
+
     def _range(self, offset: int, blk: Block, taken: bool, cc: int) -> None:
         """Output the ``INSTR_RANGE`` of a walked block (``cc`` < 0: no cycle count)."""
         if not self.as_columns:
@@ -371,9 +382,7 @@ class PtmDecoder(ElementSink):
             else:
                 self.objects.append(InstrRange(offset, *rng, cc))
             return
-        r = self.next_row()
-        self.c_type[r] = _E_INSTR_RANGE
-        self.c_offset[r] = offset
+        r = self._row(_E_INSTR_RANGE, offset, cc)
         self.c_start[r] = blk.start
         self.c_end[r] = blk.end
         self.c_num[r] = blk.count
@@ -383,45 +392,30 @@ class PtmDecoder(ElementSink):
         self.c_itype[r] = blk.itype
         self.c_sub[r] = blk.subtype
         self.c_cond[r] = blk.cond
-        if cc >= 0:
-            self.c_cc[r] = cc
-            self.c_ccv[r] = 1
 
     def _trace_on(self, offset: int, reason: int, cc: int) -> None:
         """Output a ``TRACE_ON`` (``reason``: its TraceOnReason number)."""
         if not self.as_columns:
             self.objects.append(TraceOn(offset, _TRACE_ON_REASONS[reason], _cc(cc)))
             return
-        r = self.next_row()
-        self.c_type[r] = _E_TRACE_ON
-        self.c_offset[r] = offset
+        r = self._row(_E_TRACE_ON, offset, cc)
         self.c_reason[r] = reason
-        if cc >= 0:
-            self.c_cc[r] = cc
-            self.c_ccv[r] = 1
 
     def _timestamp_elem(self, offset: int, ts: int, cc: int) -> None:
         """Output a ``TIMESTAMP``."""
         if not self.as_columns:
             self.objects.append(TimestampElem(offset, ts, _cc(cc)))
             return
-        r = self.next_row()
-        self.c_type[r] = _E_TIMESTAMP
-        self.c_offset[r] = offset
+        r = self._row(_E_TIMESTAMP, offset, cc)
         self.c_ts[r] = ts
         self.c_tsv[r] = 1
-        if cc >= 0:
-            self.c_cc[r] = cc
-            self.c_ccv[r] = 1
 
     def _nacc(self, offset: int, address: int, space: int) -> None:
         """Output an ``ADDR_NACC``: no code at ``address``."""
         if not self.as_columns:
             self.objects.append(AddrNacc(offset, address, MemSpace(space)))
             return
-        r = self.next_row()
-        self.c_type[r] = _E_ADDR_NACC
-        self.c_offset[r] = offset
+        r = self._row(_E_ADDR_NACC, offset, -1)
         self.c_addr[r] = address
         self.c_space[r] = space
 
@@ -432,16 +426,11 @@ class PtmDecoder(ElementSink):
                 Exception_(offset, number, ret if has_ret else None, cycle_count=_cc(cc))
             )
             return
-        r = self.next_row()
-        self.c_type[r] = _E_EXCEPTION
-        self.c_offset[r] = offset
+        r = self._row(_E_EXCEPTION, offset, cc)
         self.c_number[r] = number
         if has_ret:
             self.c_ret[r] = ret
             self.c_retv[r] = 1
-        if cc >= 0:
-            self.c_cc[r] = cc
-            self.c_ccv[r] = 1
 
     # -- synchronisation -----------------------------------------------------------------
 
