@@ -100,8 +100,9 @@ def _start_of(data: bytes, at: int) -> int:
     return first
 
 
-CUTS = CutPoints(
-    sync=A_SYNC_END, decoder=PtmCut, opens=_opens, start_of=_start_of, every_format=True
-)
-"""How a PTM stream is cut: at A-sync packets, in every output format (a piece reads
-and decodes its packets as the whole run does)."""
+CUTS = CutPoints(sync=A_SYNC_END, decoder=PtmCut, opens=_opens, start_of=_start_of)
+"""How a PTM stream is cut: at A-sync packets, for the listing only. A piece reads
+and decodes packet objects, one at a time (:class:`PtmCut`), as the listing does;
+the element formats of a whole run read and decode in one loop without them
+(:func:`~cstrace.protocols.ptm.reader.iter_stream_rows`), several times faster
+than the pieces, so they are not cut."""

@@ -111,6 +111,8 @@ cdef class PtmDecoder(ElementSink):
     cpdef void trigger(self, long long offset) except *
     cpdef void exception_return(self, long long offset) except *
     cpdef void other(self, object pkt) except *
+    @cython.locals(p=object, size=Py_ssize_t)
+    cpdef void packet(self, object pkt) except *
 
     @cython.locals(
         offset=cython.longlong,

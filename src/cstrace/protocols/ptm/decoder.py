@@ -364,7 +364,11 @@ class PtmDecoder(ElementSink):
     def _row(self, kind: int, offset: int, cc: int) -> int:
         """A new column row of element type ``kind`` (its offset and cycle count, ``cc``
         < 0: none, written); its number."""
-        r = self.next_row()
+        r = self.rows
+        if r < self.size:
+            self.rows = r + 1
+        else:
+            r = self.next_row()
         self.c_type[r] = kind
         self.c_offset[r] = offset
         if cc >= 0:
