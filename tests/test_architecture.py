@@ -280,7 +280,7 @@ def test_nothing_outside_protocols_names_a_protocol() -> None:
 
 # Protocols built on the kit (protocols/kit.py): the same modules and exports in each
 # folder, one decoder class on the kit's element sink, and the element path's one loop.
-KIT_PROTOCOLS = ("itm", "stm", "etmv3")
+KIT_PROTOCOLS = ("itm", "ptm", "stm", "etmv3")
 KIT_MODULES = ("__init__", "config", "decoder", "encoder", "packets", "reader")
 
 

@@ -91,6 +91,8 @@ HOT_MODULES: tuple[str, ...] = (
     "cstrace.render.ocsd.listing",
     "cstrace.render.ocsd.itm",
     "cstrace.render.ocsd.stm",
+    "cstrace.render.ocsd.ptm",
+    "cstrace.protocols.ptm.packets",
     "cstrace.protocols.itm.boundary",
     "cstrace.protocols.itm.decoder",
     "cstrace.protocols.itm.reader",
@@ -99,16 +101,15 @@ HOT_MODULES: tuple[str, ...] = (
 
 ``isa/blocks.py``, ``isa/scan.py``, ``protocols/packet.py``,
 ``protocols/etmv4/packets.py``, ``protocols/etmv4/decoder.py``,
-``protocols/etmv4/reader.py``, ``protocols/ptm/decoder.py``, ``protocols/kit.py``,
-the ITM, STM and ETMv3 readers and decoders, ``protocols/itm/boundary.py`` and
-``rows.py`` have a ``.pxd`` beside them (extension types, typed loops). The
-others are compiled as they are: the instruction classifiers and the memory map
-(called for each new block walked), the listing's loop and printers of element
-text and of ITM and STM packets (``bits.py`` and ``render/ocsd``: a line of text
-per packet and element), and the PTM reader, whose inner loop is a generator
-function, whose locals a ``.pxd`` cannot type (it types only ``cdef``/``cpdef``
-functions and ``cdef`` classes), so compiling it gains little until that loop
-becomes a method (docs/performance.md).
+``protocols/etmv4/reader.py``, ``protocols/kit.py``, the PTM, ETMv3, ITM and
+STM readers and decoders, ``protocols/itm/boundary.py``, ``capture/walk.py``
+(the deformatter's frame walk) and ``rows.py`` have a
+``.pxd`` beside them (extension types, typed loops). The others are compiled
+as they are: the instruction classifiers and the memory map (called for each
+new block walked), the listing's loop and printers of element text and of ITM,
+STM and PTM packets (``bits.py`` and ``render/ocsd``: a line of text per packet
+and element), and the PTM packet classes (made for each packet the listing
+shows).
 
 A module compiled without a ``.pxd`` keeps Python's semantics except where
 Cython gives an expression a C type: the value of a ``bytes`` item, ``len()``.

@@ -257,6 +257,27 @@ def test_a_decoder_that_stops_early_leaves_packets_counted() -> None:
     assert "  decoder diagnostic no config: 1 at 0" in lines
 
 
+def test_a_ptm_decoder_that_stops_leaves_packets_counted() -> None:
+    """PTM with the return stack on: an E atom on an indirect branch with nothing pushed
+    stops the decoder (as the reference does); the packets after it are counted as not
+    decoded, on the element path that reads and decodes in one loop too."""
+    code = words(MOV, MOV, 0xEA000000, MOV, MOV, 0xE12FFF1E)  # b +8, then bx lr
+    pieces = [
+        pe.encode_async(),
+        pe.encode_isync(0x1000, Isa.A32, ISyncReason.TRACE_ON),
+        pe.encode_atoms([True]),  # b
+        pe.encode_atoms([True]),  # bx lr: the stack is empty
+        pe.encode_atoms([True]),
+        pe.encode_atoms([False]),
+    ]
+    regs = {"ETMCR": 1 << 29, "ETMCCER": 1 << 23, "ETMIDR": 0x411CF301, "ETMTRACEIDR": 0x10}
+    trace = one_source("ptm", regs, b"".join(pieces), core="Cortex-A15", code=code)
+    loss = only(loss_report(trace))
+    assert loss.diagnostics["RETURN_STACK_OVERFLOW"].offsets == [at(pieces, 3)]
+    assert loss.stopped_at == at(pieces, 4)
+    assert (loss.undecoded_packets, loss.undecoded_bytes, loss.packets) == (2, 2, 6)
+
+
 # -- PTM: an overflow told by an I-sync --------------------------------------------------------
 
 

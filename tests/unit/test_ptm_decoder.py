@@ -29,8 +29,9 @@ from cstrace.elements import (
 from cstrace.errors import Severity
 from cstrace.memory import MemoryMap, MemoryRegion
 from cstrace.protocols.base import DecodeContext, DecodeOptions
+from cstrace.protocols.kit import ReturnStack
 from cstrace.protocols.ptm.config import PtmConfig
-from cstrace.protocols.ptm.decoder import ReturnStack, iter_elements
+from cstrace.protocols.ptm.decoder import iter_elements
 from cstrace.protocols.ptm.encoder import (
     encode_async,
     encode_atom_ca,

@@ -1,20 +1,25 @@
-"""PTM per-kind readers on hand-made bytes: ``read_<kind>(data, pos, end, index, state)``.
+"""PTM per-kind readers on hand-made bytes: ``read_<kind>(dec, data, pos, end, index, state)``.
 
-Each reader returns its packet (``len(raw)`` is its size) after updating the
-state, or None, leaving the state alone, when the packet goes on past ``end``.
-The reading loop's own one-byte atoms and its dispatch table are checked
-against the readers here.
+Each reader hands its packet to the decoder (here a tap, which makes the packet
+object: ``len(raw)`` is the size the reader returns) after updating the state,
+or returns -1, leaving the state alone, when the packet goes on past ``end``.
+The reading loop's dispatch table is checked against the readers here.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from cstrace.capture import Stream
 from cstrace.elements import Isa
+from cstrace.protocols.base import DecodeContext, DecodeOptions
+from cstrace.protocols.ptm import reader as _reader
 from cstrace.protocols.ptm.config import PtmConfig
+from cstrace.protocols.ptm.decoder import PtmDecoder
 from cstrace.protocols.ptm.encoder import (
     encode_async,
     encode_branch,
@@ -40,26 +45,42 @@ from cstrace.protocols.ptm.packets import (
     Trigger,
     WaypointUpdate,
 )
-from cstrace.protocols.ptm.reader import (
-    _ONE_BYTE_ATOMS,
-    HEADER_TABLE,
-    READERS,
-    ReaderState,
-    iter_packets,
-    read_async,
-    read_atom,
-    read_branch,
-    read_context_id,
-    read_exception_return,
-    read_ignore,
-    read_isync,
-    read_reserved,
-    read_timestamp,
-    read_trigger,
-    read_vmid,
-    read_waypoint_update,
-)
+from cstrace.protocols.ptm.reader import HEADER_TABLE, ReaderState, iter_packets
 from tests.blocks import packet_fields
+
+Read = Callable[[bytes, int, int, int, ReaderState], Any]
+
+
+def tapped(read: Any) -> Read:
+    """A per-kind reader as a function of the bytes: its packet object (from a tap on
+    the decoder), or None when it says the packet is cut."""
+
+    def call(data: bytes, pos: int, end: int, index: int, st: ReaderState) -> Any:
+        dec = PtmDecoder(PtmConfig(trace_id=0x10), DecodeContext(0x10, DecodeOptions()))
+        dec.tap = []
+        after = read(dec, data, pos, end, index, st)
+        if after < 0:
+            assert not dec.tap
+            return None
+        assert len(dec.tap) == 1 and len(dec.tap[0].raw) == after - pos
+        return dec.tap[0]
+
+    return call
+
+
+read_async = tapped(_reader.read_async)
+read_atom = tapped(_reader.read_atom)
+read_branch = tapped(_reader.read_branch)
+read_context_id = tapped(_reader.read_context_id)
+read_exception_return = tapped(_reader.read_exception_return)
+read_ignore = tapped(_reader.read_ignore)
+read_isync = tapped(_reader.read_isync)
+read_reserved = tapped(_reader.read_reserved)
+read_timestamp = tapped(_reader.read_timestamp)
+read_trigger = tapped(_reader.read_trigger)
+read_vmid = tapped(_reader.read_vmid)
+read_waypoint_update = tapped(_reader.read_waypoint_update)
+READERS = tuple(tapped(r) for r in _reader.READERS)
 
 PLAIN = PtmConfig(trace_id=0x10)
 CA = PtmConfig(trace_id=0x10, etmcr=1 << 12)
@@ -75,7 +96,8 @@ def sync(config: PtmConfig) -> bytes:
 
 
 def slots(st: ReaderState) -> dict[str, object]:
-    return {name: getattr(st, name) for name in ReaderState.__slots__}
+    """The reader state (but ``cc``, where a reader leaves the cycle count it read)."""
+    return {name: getattr(st, name) for name in ReaderState.__slots__ if name != "cc"}
 
 
 def synced_state(config: PtmConfig) -> ReaderState:
@@ -89,37 +111,23 @@ def synced_state(config: PtmConfig) -> ReaderState:
 
 
 def test_readers_follow_the_header_table() -> None:
+    r = _reader
     by_kind = {
-        PtmPacketType.A_SYNC: read_async,
-        PtmPacketType.I_SYNC: read_isync,
-        PtmPacketType.ATOM: read_atom,
-        PtmPacketType.BRANCH_ADDRESS: read_branch,
-        PtmPacketType.WAYPOINT_UPDATE: read_waypoint_update,
-        PtmPacketType.TRIGGER: read_trigger,
-        PtmPacketType.CONTEXT_ID: read_context_id,
-        PtmPacketType.VMID: read_vmid,
-        PtmPacketType.TIMESTAMP: read_timestamp,
-        PtmPacketType.EXCEPTION_RETURN: read_exception_return,
-        PtmPacketType.IGNORE: read_ignore,
-        PtmPacketType.RESERVED: read_reserved,
+        PtmPacketType.A_SYNC: r.read_async,
+        PtmPacketType.I_SYNC: r.read_isync,
+        PtmPacketType.ATOM: r.read_atom,
+        PtmPacketType.BRANCH_ADDRESS: r.read_branch,
+        PtmPacketType.WAYPOINT_UPDATE: r.read_waypoint_update,
+        PtmPacketType.TRIGGER: r.read_trigger,
+        PtmPacketType.CONTEXT_ID: r.read_context_id,
+        PtmPacketType.VMID: r.read_vmid,
+        PtmPacketType.TIMESTAMP: r.read_timestamp,
+        PtmPacketType.EXCEPTION_RETURN: r.read_exception_return,
+        PtmPacketType.IGNORE: r.read_ignore,
+        PtmPacketType.RESERVED: r.read_reserved,
     }
-    assert [by_kind[k] for k in HEADER_TABLE] == list(READERS)
-
-
-@pytest.mark.parametrize("config", [PLAIN, CA])
-def test_one_byte_atoms_of_the_loop_match_read_atom(config: PtmConfig) -> None:
-    table = _ONE_BYTE_ATOMS[config.cycle_accurate]
-    for h in range(256):
-        atom = table[h]
-        if HEADER_TABLE[h] is not PtmPacketType.ATOM:
-            assert atom is None
-            continue
-        pkt = read_atom(bytes([h, 0x00]), 0, 2, 0, ReaderState(config))
-        assert isinstance(pkt, Atom)
-        if atom is None:  # cycle-accurate, the cycle count goes on
-            assert config.cycle_accurate and len(pkt.raw) == 2
-        else:
-            assert (pkt.bits, pkt.count, pkt.cycle_count) == atom and pkt.raw == bytes([h])
+    assert [by_kind[k] for k in HEADER_TABLE] == list(r.READERS)
+    assert list(r.KINDS) == [int(k) for k in HEADER_TABLE]
 
 
 def test_table_alone_reads_what_the_loop_reads() -> None:
@@ -213,7 +221,7 @@ def test_branch_full_with_exception_and_cycle_count() -> None:
     assert isinstance(p, BranchAddress) and p.raw == raw
     assert p.address == 0x0800_0102 and p.isa is Isa.T32 and p.isa_changed
     assert (p.exception, p.ns, p.hyp, p.ns_updated, p.cycle_count) == (0x12, True, True, True, 9)
-    assert st.isa is Isa.T32 and st.ns and st.hyp
+    assert st.isa == Isa.T32 and st.ns and st.hyp
     assert read_branch(raw, 0, len(raw) - 1, 0, synced_state(CA)) is None
 
 

@@ -84,7 +84,8 @@ def test_decoder_cut_state_covers_every_attribute() -> None:
         dec = decoder()
         before = dec.cut_state()
         if name == "rs":
-            dec.rs.entries.append((0x1000, 0))
+            dec.rs.active = True
+            dec.rs.push(0x1000, 0)
         elif name == "lone":
             dec.lone = (0x40, 0x1000, 0)  # a target address stacked alone
         elif name == "unsync_reason":

@@ -14,6 +14,7 @@ from typing import Any
 
 from cstrace.capture.stream import Stream
 from cstrace.protocols import DecodeContext, DecodeOptions
+from cstrace.protocols.kit import DECODE
 from cstrace.protocols.ptm.config import PtmConfig
 from cstrace.protocols.ptm.cut import CUTS, PtmCut
 from cstrace.protocols.ptm.decoder import PtmDecoder
@@ -72,11 +73,11 @@ def test_decoder_cut_state_ignores_what_is_not_read_again() -> None:
     """An unknown address, where a wait that is over began, and the reason for losing
     sync once synchronised are not compared."""
     dec = decoder()
-    dec.state = 3  # decoding (the decoder's _DECODE)
+    dec.state = DECODE
     before = dec.cut_state()
     dec.pe_addr = 0x1234
     dec.waited_at = 99
-    dec.unsync_reason = changed(dec.unsync_reason)
+    dec.reason = changed(dec.reason)
     assert dec.cut_state() == before
 
 

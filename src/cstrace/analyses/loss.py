@@ -683,7 +683,8 @@ class _Tally:
                     self.local_ts[2] += len(values)
                 else:
                     self.local_ts = [int(values[0]), int(values[-1]), len(values)]
-        sw = types == ElemType.SWTRACE
+        # SWTRACE and TIMESTAMP rows: their timestamps, as the handlers count them
+        sw = (types == ElemType.SWTRACE) | (types == ElemType.TIMESTAMP)
         if sw.any():
             values = batch["timestamp"][sw & batch["timestamp_valid"]]
             if len(values):
@@ -691,9 +692,31 @@ class _Tally:
                     self.ts_first = int(values[0])
                 self.ts_last = int(values[-1])
                 self.ts_count += len(values)
-        # (only the rows of a type that has a handler: most rows are INSTR_RANGE)
-        handled = np.isin(types, self._handled_types)
-        rest = np.flatnonzero(handled & ~(itm | sw))
+        counted = itm | sw
+        if TraceOn in self.element_handlers:
+            on = types == ElemType.TRACE_ON
+            if on.any():
+                overflow = on & (batch["reason"] == TraceOnReason.OVERFLOW)
+                offsets = batch["offset"][overflow]
+                if len(offsets):
+                    self.overflows.add_many(
+                        len(offsets), offsets[: self.limit].tolist(), "TRACE_ON"
+                    )
+                counted |= on
+        nacc = types == ElemType.ADDR_NACC
+        if nacc.any():
+            table = self.nacc
+            for address, offset, space in zip(
+                batch["address"][nacc].tolist(),
+                batch["offset"][nacc].tolist(),
+                batch["mem_space"][nacc].tolist(),
+                strict=True,
+            ):
+                _add_hits(table, address, 1, offset, space)
+            counted |= nacc
+        # Only the rows of the other types with a handler are made objects (most rows
+        # are INSTR_RANGE, which has none).
+        rest = np.flatnonzero(~counted & np.isin(types, self._handled_types))
         if len(rest):
             get = self.element_handlers.get
             for e in batch.take(rest):

@@ -39,3 +39,18 @@ cdef class ElementSink:
     cpdef void count_other(self, object pkt) except *
     cpdef bint bad_packet(self, object pkt, bint reserved, int kind_number) except -1
     cpdef void finish(self, bint complete) except *
+
+
+@cython.final
+cdef class ReturnStack:
+    cdef public bint active, pop_pending, tinfo_wait
+    cdef public list entries
+    cdef public int head, num
+
+    @cython.locals(head=cython.int)
+    cpdef void push(self, object address, int isa) except *
+
+    @cython.locals(head=cython.int)
+    cpdef object pop(self)
+    cpdef void flush(self) except *
+    # (cut_state stays a Python method: it makes a tuple with a generator expression)

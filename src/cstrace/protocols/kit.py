@@ -27,6 +27,8 @@ were once written again in each protocol's folder.
   loop: element rows for a whole stream (``ProtocolSpec.iter_stream_rows``),
   and element objects from packet objects (``ProtocolSpec.iter_elements``).
 - :func:`input_blocks`: the blocks the reference hands a packet reader.
+- :class:`ReturnStack`: the trace return stack of the program-flow protocols
+  (PTM, ETMv4/ETE), as the reference keeps it.
 
 ITM, STM and ETMv3 are built on the kit (:mod:`cstrace.protocols.itm`,
 :mod:`cstrace.protocols.stm`, :mod:`cstrace.protocols.etmv3`);
@@ -53,6 +55,7 @@ __all__ = [
     "READ_BLOCK",
     "WAIT_SYNC",
     "ElementSink",
+    "ReturnStack",
     "elements_of",
     "input_blocks",
     "stream_rows",
@@ -406,3 +409,72 @@ def input_blocks(win: BlockWindow, first: int, framed: bool) -> Iterator[tuple[i
                 end = cut
         yield start, end, index
         start = end
+
+
+class ReturnStack:
+    """The trace return stack (PTM: IHI 0035B §2.3.6; ETMv4: IHI 0064 §4.4.6), as the
+    reference keeps it: 16 entries, the oldest lost when a seventeenth is pushed.
+
+    A branch with link that is taken pushes its return address; an atom on an
+    indirect branch, when the trace unit leaves its address out, pops it. A pop
+    from the empty stack returns None and leaves :attr:`num` negative
+    (:attr:`overflow`): the decoders report an error there. ``active`` is the
+    trace unit's return stack option: when off, nothing is pushed or popped.
+    ``pop_pending`` and ``tinfo_wait`` are ETMv4's (a pop decided by an atom and
+    done at the next address or atom; no push while waiting for the address that
+    follows a trace info packet).
+    """
+
+    __slots__ = ("active", "entries", "head", "num", "pop_pending", "tinfo_wait")
+
+    def __init__(self, active: bool) -> None:
+        self.active = active
+        self.entries: list[tuple[int, int]] = [(0, 0)] * 16
+        """A ring: ``entries[head]`` is the newest of the ``num`` entries held."""
+        self.head = 0
+        self.num = 0
+        self.pop_pending = False
+        self.tinfo_wait = False
+
+    def push(self, address: int, isa: int) -> None:
+        """Remember a return address and its ISA (a branch with link was taken)."""
+        if self.active and not self.tinfo_wait:
+            head = (self.head + 1) & 0xF
+            self.head = head
+            self.entries[head] = (address, isa)
+            if self.num < 16:
+                self.num += 1
+            self.pop_pending = False
+
+    def pop(self) -> tuple[int, int] | None:
+        """The newest return address and its ISA, or None when the stack is empty (or
+        off); an empty stack is left overflowed."""
+        self.pop_pending = False
+        if not self.active:
+            return None
+        if self.num > 0:
+            self.num -= 1
+            head = self.head
+            self.head = (head - 1) & 0xF
+            return self.entries[head]
+        self.num = -1
+        return None
+
+    @property
+    def overflow(self) -> bool:
+        """True after a pop from the empty stack (until the next push or flush)."""
+        return self.num < 0
+
+    def flush(self) -> None:
+        """Forget every entry and a pending pop (a synchronisation)."""
+        self.num = 0
+        self.pop_pending = False
+
+    def cut_state(self) -> tuple[object, ...]:
+        """What decides later pops, as one comparable value (:mod:`cstrace.split`): the
+        flags, the count and the live entries, newest first (the others are never read
+        again)."""
+        entries = self.entries
+        head = self.head
+        live = tuple(entries[(head - i) & 0xF] for i in range(max(self.num, 0)))
+        return (self.active, self.num, live, self.pop_pending, self.tinfo_wait)

@@ -6,6 +6,7 @@ cimport cython
 
 from cstrace.isa.blocks cimport Block, BlockCache
 from cstrace.protocols.etmv4.reader cimport PacketSink
+from cstrace.protocols.kit cimport ReturnStack
 
 cdef int _A32, _T32, _A64, _BR, _BR_IND, _V8_ERET
 cdef int K_BAD, K_ASYNC, K_IGNORE, K_TRACE_INFO, K_TRACE_ON, K_ATOM, K_CTXT, K_ADDR
@@ -19,17 +20,6 @@ cdef int _K, _P0, _IX, _A, _B, _C, _DECODE, _NO_SYNC
 cdef dict _KIND
 
 @cython.final
-cdef class _ReturnStack:
-    cdef public bint active
-    cdef public list entries
-    cdef public int num
-    cdef public bint pop_pending
-    cdef public bint tinfo_wait
-
-    cpdef void push(self, object addr, int isa)
-
-
-@cython.final
 cdef class Etmv4Decoder(PacketSink):
     cdef public object config, context, memory, generation, persist, pe
     cdef public BlockCache walker
@@ -39,7 +29,7 @@ cdef class Etmv4Decoder(PacketSink):
     cdef public object last_idx, trace_id, handlers
     cdef public list log, blocks
     cdef public long long packets
-    cdef public _ReturnStack rs
+    cdef public ReturnStack rs
     cdef public bint is_ete, fast_atoms, comm_trans_p0, ts_with_cc, ete_has_ts_marker
     cdef public bint m_profile, v7m, v8m, src_addr_n, timed, seen_not_sync
     cdef public bint is_secure, is_64bit, need_ctxt, need_addr, elem_pending_addr
@@ -56,7 +46,7 @@ cdef class Etmv4Decoder(PacketSink):
 
     @cython.locals(
         commit=cython.longlong,
-        rs=_ReturnStack,
+        rs=ReturnStack,
         blocks=list,
         out=list,
         isa=cython.int,
@@ -96,7 +86,7 @@ cdef class Etmv4Decoder(PacketSink):
     @cython.locals(out=list, base=Py_ssize_t)
     cpdef bint _fast_atom(self, object idx, unsigned long long bits, long long n) except -1
 
-    @cython.locals(a=list, rs=_ReturnStack, stack=object, lone=tuple)
+    @cython.locals(a=list, rs=ReturnStack, stack=object, lone=tuple)
     cpdef bint _fast_ready(self) except -1
 
     @cython.locals(lone=tuple)

@@ -96,6 +96,7 @@ from cstrace.protocols.etmv4.packets import NotSync as NotSync_
 from cstrace.protocols.etmv4.packets import PacketType as PT
 from cstrace.protocols.etmv4.reader import ATOM_FIELDS as _ATOM_FIELDS
 from cstrace.protocols.etmv4.reader import PacketSink, read_into
+from cstrace.protocols.kit import ReturnStack
 from cstrace.rows import expand
 from cstrace.tally import PacketCount
 
@@ -282,45 +283,6 @@ class _SeqError(Exception):
     """A packet sequence the decoder cannot follow: it resets and resynchronises."""
 
 
-class _ReturnStack:
-    """The trace return stack (ETMv4 §4.4.6): 16 entries, the oldest lost when full."""
-
-    __slots__ = ("active", "entries", "num", "pop_pending", "tinfo_wait")
-
-    def __init__(self, active: bool) -> None:
-        self.active = active
-        self.entries: list[tuple[int, int]] = []
-        self.num = 0
-        self.pop_pending = False
-        self.tinfo_wait = False
-
-    def push(self, addr: int, isa: int) -> None:
-        """Push a return address (not while waiting for the address after a trace info)."""
-        if self.active and not self.tinfo_wait:
-            e = self.entries
-            e.append((addr, isa))
-            if len(e) > 16:
-                del e[0]
-            if self.num < 16:
-                self.num += 1
-            self.pop_pending = False
-
-    def pop(self) -> tuple[int, int] | None:
-        """Pop the newest entry; None when empty (the reference's overflow)."""
-        self.pop_pending = False
-        if self.num > 0:
-            self.num -= 1
-            return self.entries.pop()
-        self.num = -1
-        return None
-
-    def flush(self) -> None:
-        """Empty the stack (and forget a pending pop)."""
-        self.num = 0
-        self.entries.clear()
-        self.pop_pending = False
-
-
 class Etmv4Decoder(PacketSink):
     """The program-flow decoder of one ETMv4/ETE trace stream.
 
@@ -367,7 +329,7 @@ class Etmv4Decoder(PacketSink):
         self.generation = self.memory.generation
         self.timed = False
         """A ``TIMESTAMP`` was output for the current packet: trace time moves after it."""
-        self.rs = _ReturnStack(bool(getattr(config, "ret_stack", False)))
+        self.rs = ReturnStack(bool(getattr(config, "ret_stack", False)))
         # What the reference keeps when it resets between buffers of a session:
         # the PE context its output element carries, the code follower's address,
         # ISA and IT state, and the packet processor's last cycle count.
@@ -524,7 +486,7 @@ class Etmv4Decoder(PacketSink):
             self.waited_at,
             tuple(getattr(pe, name) for name in PEContextInfo.__slots__),
             self._stack_key(),
-            (rs.active, tuple(rs.entries), rs.num, rs.pop_pending, rs.tinfo_wait),
+            rs.cut_state(),
         )
 
     def settled(self) -> bool:

@@ -12,7 +12,7 @@ from cstrace.protocols.ptm import packets as _p
 from cstrace.protocols.ptm.config import PtmConfig, from_registers
 from cstrace.protocols.ptm.cut import CUTS
 from cstrace.protocols.ptm.decoder import iter_elements, iter_rows
-from cstrace.protocols.ptm.reader import iter_packets
+from cstrace.protocols.ptm.reader import iter_packets, iter_stream_rows
 
 __all__ = ["PROTOCOL", "PtmConfig", "from_registers", "iter_elements", "iter_packets"]
 
@@ -22,6 +22,7 @@ PROTOCOL = ProtocolSpec(
     iter_packets=iter_packets,
     iter_elements=iter_elements,
     iter_rows=iter_rows,
+    iter_stream_rows=iter_stream_rows,
     uses_memory=True,
     idle_zeros=idle_period(176),
     cuts=CUTS,

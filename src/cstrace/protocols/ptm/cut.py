@@ -15,7 +15,7 @@ timestamp compression, instruction set) and the decoder's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from cstrace.capture.stream import Stream
@@ -37,37 +37,43 @@ sequence: :func:`~cstrace.protocols.ptm.reader.read_async`)."""
 
 class PtmCut:
     """A PTM reader and decoder as :mod:`cstrace.split` drives them
-    (:class:`~cstrace.protocols.base.CutDecoder`)."""
+    (:class:`~cstrace.protocols.base.CutDecoder`): packet objects from a tap on the
+    reader (with this cut's reader state), decoded one at a time."""
 
-    __slots__ = ("config", "decode", "decoder", "out", "reader")
+    __slots__ = ("config", "decoder", "out", "reader")
 
     def __init__(self, config: PtmConfig, context: DecodeContext) -> None:
         self.config = config
         self.reader = ReaderState(config)
         self.decoder = PtmDecoder(config, context)
-        self.out: list[Any] = self.decoder.out
-        self.decode: Callable[[Packet], list[Any]] = self.decoder.step
-        """The element rows of a packet (the list is reused by the next call)."""
+        self.out: list[Any] = self.decoder.objects
 
     @property
     def last_idx(self) -> int:
         """The capture index of the last packet decoded."""
-        return self.decoder.last_idx
+        return self.decoder.last
 
     @property
     def halted(self) -> bool:
         """Whether the decoder stopped for good (a pop from the empty return stack)."""
-        return self.decoder.halted
+        return self.decoder.stopped
 
     def packets(self, stream: Stream, complete: bool) -> Iterator[Packet]:
         """The packets of ``stream``, read with this reader state."""
         return iter_packets(stream, self.config, complete, self.reader)
 
+    def decode(self, pkt: Packet) -> list[Any]:
+        """The element rows of a packet (the list is reused by the next call)."""
+        out = self.out
+        out.clear()
+        self.decoder.packet(pkt)
+        return out
+
     def finish(self) -> list[Any]:
         """The element rows of the end of the trace."""
         out = self.out
         out.clear()
-        self.decoder.finish()
+        self.decoder.finish(self.decoder.context.complete)
         return out
 
     def settled(self) -> bool:
@@ -94,8 +100,9 @@ def _start_of(data: bytes, at: int) -> int:
     return first
 
 
-CUTS = CutPoints(
-    sync=A_SYNC_END, decoder=PtmCut, opens=_opens, start_of=_start_of, every_format=True
-)
-"""How a PTM stream is cut: at A-sync packets, in every output format (a piece reads
-and decodes its packets as the whole run does)."""
+CUTS = CutPoints(sync=A_SYNC_END, decoder=PtmCut, opens=_opens, start_of=_start_of)
+"""How a PTM stream is cut: at A-sync packets, for the listing only. A piece reads
+and decodes packet objects, one at a time (:class:`PtmCut`), as the listing does;
+the element formats of a whole run read and decode in one loop without them
+(:func:`~cstrace.protocols.ptm.reader.iter_stream_rows`), several times faster
+than the pieces, so they are not cut."""

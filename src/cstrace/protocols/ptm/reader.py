@@ -1,18 +1,23 @@
 """PTM packet reader: the bytes of one trace ID → PTM packets.
 
-Reader contract. ``iter_packets(stream, config, complete)`` yields the packets
-of :mod:`cstrace.protocols.ptm.packets` in stream order, each with the capture
-index of its first byte and its raw bytes. Before the first A-sync the bytes
-come out as ``NotSync`` packets; from then on, one packet per header. A packet
-cut by the end of the data is yielded as ``IncompleteEOT`` holding the bytes
-there are (nothing when ``complete`` is False: the capture ended on a framing
+Reader contract (the protocol kit's, :mod:`cstrace.protocols.kit`).
+``read(stream, config, complete, dec)`` cuts the stream into packets and hands
+each to the decoder ``dec`` (a :class:`~cstrace.protocols.ptm.decoder.PtmDecoder`):
+the common kinds as fields, to one method per packet kind; the rare ones as
+packet objects (``dec.other``). Before the first A-sync the bytes come out as
+``NotSync`` packets; from then on, one packet per header. A packet cut by the
+end of the data is handed over as ``IncompleteEOT`` holding the bytes there
+are (nothing when ``complete`` is False: the capture ended on a framing
 error). Bad trace never raises: a malformed A-sync gives a ``BadSequence``
 packet, a reserved header a ``Reserved`` packet, and reading goes on with the
 next byte. Any other exception is a bug. Each packet kind has a small reader,
-``read_<kind>(data, pos, end, index, state)``: it reads the packet whose header
-is ``data[pos]`` from ``data[pos:end]`` and returns it (``len(packet.raw)`` is
-its size) after updating the running ``state``, or returns None, changing
-nothing, when the packet goes on past ``end``.
+``read_<kind>(dec, data, pos, end, index, state)``: it reads the packet whose
+header is ``data[pos]`` from ``data[pos:end]``, updates the running ``state``,
+hands the packet's fields to ``dec`` and returns the position after it, or
+returns -1, changing nothing, when the packet goes on past ``end``. Packet
+objects are made only for a tap (:func:`iter_packets`: the listing,
+``--format packets``): the decoder's methods then make them instead of
+decoding.
 
 Input: a demultiplexed :class:`~cstrace.capture.stream.Stream` and the
 :class:`~cstrace.protocols.ptm.config.PtmConfig`. The stream is consumed block
@@ -39,42 +44,35 @@ listings do so, and cstrace matches them.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator
-from typing import NamedTuple, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 from cstrace.capture.stream import Stream
-from cstrace.capture.window import BlockWindow
-from cstrace.elements import Isa
-from cstrace.protocols.base import Packet
+from cstrace.capture.window import BlockWindow, IndexCursor
+from cstrace.protocols.base import DecodeContext, DecodeOptions, Packet
+from cstrace.protocols.kit import stream_rows, tapped
 from cstrace.protocols.ptm.config import PtmConfig
+from cstrace.protocols.ptm.decoder import PtmDecoder
 from cstrace.protocols.ptm.packets import (
-    VMID,
-    ASync,
-    Atom,
     BadSequence,
-    BranchAddress,
-    ContextID,
-    ExceptionReturn,
     Ignore,
     IncompleteEOT,
-    ISync,
-    ISyncReason,
     NotSync,
-    PtmPacket,
     PtmPacketType,
     Reserved,
-    Timestamp,
-    Trigger,
-    WaypointUpdate,
 )
+from cstrace.tally import PacketCount
 
 __all__ = [
     "HEADER_ROWS",
     "HEADER_TABLE",
+    "KINDS",
     "READERS",
     "HeaderRow",
     "ReaderState",
     "iter_packets",
+    "iter_stream_rows",
     "pattern_bytes",
+    "read",
     "read_async",
     "read_atom",
     "read_branch",
@@ -186,13 +184,29 @@ def _atom_table() -> tuple[tuple[int, int], ...]:
 
 
 _ATOMS = _atom_table()
-_RAW1: tuple[bytes, ...] = tuple(bytes((b,)) for b in range(256))
-_REASONS: tuple[ISyncReason, ...] = tuple(ISyncReason(r) for r in range(4))
-_A32, _T32, _TEE, _JAZELLE = Isa.A32, Isa.T32, Isa.TEE, Isa.JAZELLE
+_ATOM_BITS = bytes(b for b, _ in _ATOMS)
+_ATOM_COUNT = bytes(c for _, c in _ATOMS)
+_A32, _T32, _TEE, _JAZELLE = 0, 1, 3, 4  # the Isa numbers
+_UNKNOWN_ISA = 6
 _BLOCK = 1024  # the reference lister reads captures 1024 bytes at a time
 _UNSYNC_MAX = 16  # unsynchronised bytes reported per NotSync packet at most
 _ASYNC_PAD_LIMIT = 11  # extra 0x00 bytes dropped at a time while hunting an A-sync
 _ASYNC_ZEROS = 5
+_MASK64 = 0xFFFF_FFFF_FFFF_FFFF
+_ONE = 1  # (a 64-bit one when compiled: shifts of it do not overflow)
+
+# Packet kind numbers (PtmPacketType), for the compiled loop.
+_K_ASYNC = 2
+_K_ISYNC = 3
+_K_ATOM = 4
+_K_BRANCH = 5
+_K_WAYPOINT = 6
+_K_TRIGGER = 7
+_K_CONTEXT_ID = 8
+_K_VMID = 9
+_K_TIMESTAMP = 10
+_K_EXCEPTION_RETURN = 11
+_K_IGNORE = 12
 
 
 class ReaderState:
@@ -207,6 +221,7 @@ class ReaderState:
         "address",
         "alt_isa_exc",
         "ca",
+        "cc",
         "ctxt_bytes",
         "hyp",
         "isa",
@@ -232,7 +247,8 @@ class ReaderState:
         self.ts_last_bits = 8 if ts64 else 6
         self.ts_full = 64 if ts64 else 48
         """Bits in a whole timestamp."""
-        self.isa = Isa.UNKNOWN
+        self.isa = _UNKNOWN_ISA
+        """The instruction set (an Isa number)."""
         self.address = 0
         self.valid_bits = 0
         """Address bits known since synchronisation."""
@@ -243,11 +259,14 @@ class ReaderState:
         self.timestamp = 0
         self.ts_bits = 0
         """Timestamp bits given since synchronisation (the most in one packet)."""
+        self.cc = 0
+        """The value of the last cycle count field read (passed on with its packet)."""
 
     CUT_CONSTANTS = frozenset(
-        ("ca", "ctxt_bytes", "ts_last", "ts_last_mask", "ts_last_bits", "ts_full")
+        ("ca", "cc", "ctxt_bytes", "ts_last", "ts_last_mask", "ts_last_bits", "ts_full")
     )
-    """Attributes set from the configuration: not state crossing a cut."""
+    """Attributes set from the configuration, and ``cc`` (read by the packet it was read
+    for only): not state crossing a cut."""
 
     def cut_state(self) -> tuple[object, ...]:
         """What the reading of later packets depends on, as one comparable value (see
@@ -273,14 +292,15 @@ class ReaderState:
 # --- per-kind readers (§4.5) -----------------------------------------------------------
 
 
-def _cycle_count(data: bytes, p: int, end: int) -> tuple[int, int]:
-    """(value, position after) of a cycle count field at ``data[p]``; position -1 if cut.
+def _cycle_count(data: bytes, p: int, end: int, st: ReaderState) -> int:
+    """The position after a cycle count field at ``data[p]`` (its value in ``st.cc``); -1
+    if cut.
 
     4 bits in bits [5:2] of the first byte (bit 6: more), then 7 bits a byte (bit 7:
     more), 5 bytes at most (§4.5.4).
     """
     if p >= end:
-        return 0, -1
+        return -1
     b = data[p]
     value = (b >> 2) & 0xF
     p += 1
@@ -289,20 +309,22 @@ def _cycle_count(data: bytes, p: int, end: int) -> tuple[int, int]:
         last = p + 4
         while True:
             if p >= end:
-                return 0, -1
+                return -1
             b = data[p]
             p += 1
             value |= (b & 0x7F) << shift
             shift += 7
             if not b & 0x80 or p == last:
                 break
-    return value, p
+    st.cc = value
+    return p
 
 
-def _extract_address(data: bytes, pos: int, count: int, isa: Isa) -> tuple[int, int]:
-    """(address bits, number of bits) of ``count`` address bytes from ``pos`` for ``isa``."""
+def _extract_address(data: bytes, pos: int, count: int, isa: int) -> int:
+    """The address bits of ``count`` address bytes from ``pos`` for ``isa`` (the Isa
+    number), and their number in the low byte: ``bits << 8 | number``."""
     b = data[pos]
-    if isa is _JAZELLE:
+    if isa == _JAZELLE:
         value = (b & 0x7E) >> 1
         bits = shift = 6
     else:
@@ -311,9 +333,9 @@ def _extract_address(data: bytes, pos: int, count: int, isa: Isa) -> tuple[int, 
     for i in range(1, count):
         b = data[pos + i]
         if i == 4:
-            if isa is _JAZELLE:
+            if isa == _JAZELLE:
                 mask, nbits = 0x1F, 5
-            elif isa is _A32:
+            elif isa == _A32:
                 mask, nbits = 0x07, 3
             else:
                 mask, nbits = 0x0F, 4
@@ -324,28 +346,30 @@ def _extract_address(data: bytes, pos: int, count: int, isa: Isa) -> tuple[int, 
         value |= (b & mask) << shift
         bits += nbits
         shift += 7
-    if isa is _A32:
-        return value << 1, bits + 1
-    return value, bits
+    if isa == _A32:
+        return (value << 9) | (bits + 1)
+    return (value << 8) | bits
 
 
-def _address_isa(byte5: int) -> Isa:
+def _address_isa(byte5: int) -> int:
     """The instruction set a fifth address byte gives (§4.5.3)."""
     if byte5 & 0x20:
         return _JAZELLE
     return _T32 if byte5 & 0x10 else _A32
 
 
-def _thumb_or_thumbee(isa: Isa, alt_isa_exc: int) -> Isa:
+def _thumb_or_thumbee(isa: int, alt_isa_exc: int) -> int:
     """Thumb and ThumbEE are told apart by the AltISA bit of exception information."""
-    if isa is _TEE and not alt_isa_exc:
+    if isa == _TEE and not alt_isa_exc:
         return _T32
-    if isa is _T32 and alt_isa_exc:
+    if isa == _T32 and alt_isa_exc:
         return _TEE
     return isa
 
 
-def read_async(data: bytes, pos: int, end: int, index: int, st: ReaderState) -> PtmPacket | None:
+def read_async(
+    dec: PtmDecoder, data: bytes, pos: int, end: int, index: int, st: ReaderState
+) -> int:
     """A-sync (§4.5.1): five or more 0x00 then 0x80; BadSequence after 16 zeros or another byte."""
     zeros = 1
     p = pos + 1
@@ -354,57 +378,82 @@ def read_async(data: bytes, pos: int, end: int, index: int, st: ReaderState) -> 
         p += 1
         if b:
             if b == 0x80 and zeros >= _ASYNC_ZEROS:
-                return ASync(index, data[pos:p])
-            return BadSequence(index, data[pos:p], T.A_SYNC)
+                if dec.tap is not None:
+                    dec.raw = data[pos:p]
+                dec.async_packet(index)
+            else:
+                dec.other(BadSequence(index, data[pos:p], T.A_SYNC))
+            return p
         zeros += 1
         if zeros >= _ASYNC_PAD_LIMIT + _ASYNC_ZEROS:
-            return BadSequence(index, data[pos:p], T.A_SYNC)
-    return None
+            dec.other(BadSequence(index, data[pos:p], T.A_SYNC))
+            return p
+    return -1
 
 
-def read_isync(data: bytes, pos: int, end: int, index: int, st: ReaderState) -> ISync | None:
+def read_isync(
+    dec: PtmDecoder, data: bytes, pos: int, end: int, index: int, st: ReaderState
+) -> int:
     """I-sync (§4.5.2): address, information byte, cycle count if cycle-accurate, context ID."""
     p = pos + 6
     if p > end:
-        return None
+        return -1
     info = data[pos + 5]
-    cc: int | None = None
+    cc = -1
     if st.ca and info & 0x60:  # periodic I-syncs carry no cycle count
-        cc, p = _cycle_count(data, p, end)
+        p = _cycle_count(data, p, end, st)
         if p < 0:
-            return None
-    ctxt: int | None = None
-    if st.ctxt_bytes:
-        q = p + st.ctxt_bytes
+            return -1
+        cc = st.cc
+    ctxt = -1
+    n = st.ctxt_bytes
+    if n:
+        q = p + n
         if q > end:
-            return None
-        ctxt = int.from_bytes(data[p:q], "little")
+            return -1
+        ctxt = 0
+        for i in range(n):
+            b = data[p + i]
+            ctxt |= b << (8 * i)
         p = q
-    alt_isa = bool(info & 0x04)
+    alt_isa = (info & 0x04) != 0
     a0 = data[pos + 1]
     isa = (_TEE if alt_isa else _T32) if a0 & 1 else _A32
-    changed = isa is not st.isa
+    changed = isa != st.isa
     st.isa = isa
-    st.address = address = (
-        (a0 & 0xFE) | (data[pos + 2] << 8) | (data[pos + 3] << 16) | (data[pos + 4] << 24)
-    )
+    b = data[pos + 2]
+    address = (a0 & 0xFE) | (b << 8)
+    b = data[pos + 3]
+    address |= b << 16
+    b = data[pos + 4]
+    address |= b << 24
+    st.address = address
     st.valid_bits = 32
-    st.ns = ns = bool(info & 0x08)
-    st.hyp = hyp = bool(info & 0x02)
-    reason = _REASONS[(info >> 5) & 3]
-    return ISync(index, data[pos:p], address, isa, reason, ns, hyp, alt_isa, ctxt, cc, changed)
+    ns = (info & 0x08) != 0
+    hyp = (info & 0x02) != 0
+    st.ns = ns
+    st.hyp = hyp
+    if dec.tap is not None:
+        dec.raw = data[pos:p]
+    dec.isync(index, p - pos, address, isa, (info >> 5) & 3, ns, hyp, alt_isa, ctxt, cc, changed)
+    return p
 
 
-def read_atom(data: bytes, pos: int, end: int, index: int, st: ReaderState) -> Atom | None:
+def read_atom(dec: PtmDecoder, data: bytes, pos: int, end: int, index: int, st: ReaderState) -> int:
     """Atom (§4.5.4): E/N atoms; cycle-accurate, one atom and a cycle count from the header on."""
     h = data[pos]
     if not st.ca:
-        bits, count = _ATOMS[h]
-        return Atom(index, _RAW1[h], bits, count)
-    cc, p = _cycle_count(data, pos, end)
+        if dec.tap is not None:
+            dec.raw = data[pos : pos + 1]
+        dec.atom(index, 1, _ATOM_BITS[h], _ATOM_COUNT[h], -1)
+        return pos + 1
+    p = _cycle_count(data, pos, end, st)
     if p < 0:
-        return None
-    return Atom(index, data[pos:p], 0 if h & 2 else 1, 1, cc)
+        return -1
+    if dec.tap is not None:
+        dec.raw = data[pos:p]
+    dec.atom(index, p - pos, 0 if h & 2 else 1, 1, st.cc)
+    return p
 
 
 def _address_end(data: bytes, first: int, end: int) -> int:
@@ -421,63 +470,74 @@ def _address_end(data: bytes, first: int, end: int) -> int:
     return -1
 
 
-def _set_address(st: ReaderState, data: bytes, first: int, count: int, isa: Isa) -> int:
+def _set_address(st: ReaderState, data: bytes, first: int, count: int, isa: int) -> int:
     """Merge the address bits of ``count`` bytes at ``data[first]`` into ``st``; their number."""
-    value, nbits = _extract_address(data, first, count, isa)
-    mask = (1 << nbits) - 1
-    st.address = (st.address & ~mask) | (value & mask)
+    x = _extract_address(data, first, count, isa)
+    nbits = x & 0xFF
+    mask = (_ONE << nbits) - 1
+    st.address = (st.address & ~mask & 0xFFFF_FFFF) | ((x >> 8) & mask)
     if nbits > st.valid_bits:
         st.valid_bits = nbits
     return nbits
 
 
-def read_branch(data: bytes, pos: int, end: int, index: int, st: ReaderState) -> PtmPacket | None:
+def read_branch(
+    dec: PtmDecoder, data: bytes, pos: int, end: int, index: int, st: ReaderState
+) -> int:
     """Branch address (§4.5.3): 1-5 address bytes, 0-2 exception bytes, cycle count if CA."""
     p = _address_end(data, pos, end)
     if p < 0:
-        return None
+        return -1
     num_addr = p - pos
     last = data[p - 1]
     isa = _address_isa(last) if num_addr == 5 else st.isa
-    alt, ns, hyp = st.alt_isa_exc, st.ns, st.hyp
-    exception: int | None = None
+    alt = st.alt_isa_exc
+    ns = st.ns
+    hyp = st.hyp
+    exception = -1
     if num_addr > 1 and last & 0x40:  # exception information follows
         if p >= end:
-            return None
+            return -1
         e = data[p]
         p += 1
         alt = 1 if e & 0x40 else 0
-        ns = bool(e & 1)
+        ns = (e & 1) != 0
         exception = (e >> 1) & 0xF
         if e & 0x80:
             if p >= end:
-                return None
+                return -1
             e = data[p]
             p += 1
-            hyp = bool(e & 0x20)
+            hyp = (e & 0x20) != 0
             exception |= (e & 0x1F) << 4
-    cc: int | None = None
+    cc = -1
     if st.ca:
-        cc, p = _cycle_count(data, p, end)
+        p = _cycle_count(data, p, end, st)
         if p < 0:
-            return None
+            return -1
+        cc = st.cc
     isa = _thumb_or_thumbee(isa, alt)
-    changed = isa is not st.isa
+    changed = isa != st.isa
     nbits = _set_address(st, data, pos, num_addr, isa)
-    st.isa, st.alt_isa_exc, st.ns, st.hyp = isa, alt, ns, hyp
-    return BranchAddress(
-        index, data[pos:p], st.address, isa, st.valid_bits, nbits, changed, exception, ns, hyp,
-        exception is not None, cc,
-    )  # fmt: skip
+    st.isa = isa
+    st.alt_isa_exc = alt
+    st.ns = ns
+    st.hyp = hyp
+    if dec.tap is not None:
+        dec.raw = data[pos:p]
+    dec.branch(
+        index, p - pos, st.address, isa, st.valid_bits, nbits, changed, exception, ns, hyp, cc
+    )
+    return p
 
 
 def read_waypoint_update(
-    data: bytes, pos: int, end: int, index: int, st: ReaderState
-) -> WaypointUpdate | None:
+    dec: PtmDecoder, data: bytes, pos: int, end: int, index: int, st: ReaderState
+) -> int:
     """Waypoint update (§4.5.5): 1-5 address bytes, then an AltISA byte after a fifth one."""
     p = _address_end(data, pos + 1, end)
     if p < 0:
-        return None
+        return -1
     num_addr = p - pos - 1
     isa = st.isa
     alt = st.alt_isa_exc
@@ -486,43 +546,59 @@ def read_waypoint_update(
         isa = _address_isa(last)
         if last & 0x40:
             if p >= end:
-                return None
+                return -1
             alt = 1 if data[p] & 0x40 else 0
             p += 1
     isa = _thumb_or_thumbee(isa, alt)
-    changed = isa is not st.isa
+    changed = isa != st.isa
     nbits = _set_address(st, data, pos + 1, num_addr, isa)
-    st.isa, st.alt_isa_exc = isa, alt
-    return WaypointUpdate(index, data[pos:p], st.address, isa, st.valid_bits, nbits, changed)
+    st.isa = isa
+    st.alt_isa_exc = alt
+    if dec.tap is not None:
+        dec.raw = data[pos:p]
+    dec.waypoint_update(index, p - pos, st.address, isa, st.valid_bits, nbits, changed)
+    return p
 
 
 def read_context_id(
-    data: bytes, pos: int, end: int, index: int, st: ReaderState
-) -> ContextID | None:
+    dec: PtmDecoder, data: bytes, pos: int, end: int, index: int, st: ReaderState
+) -> int:
     """Context ID (§4.5.6): the configured number of bytes, little-endian."""
-    p = pos + 1 + st.ctxt_bytes
+    n = st.ctxt_bytes
+    p = pos + 1 + n
     if p > end:
-        return None
-    return ContextID(index, data[pos:p], int.from_bytes(data[pos + 1 : p], "little"))
+        return -1
+    cid = 0
+    for i in range(n):
+        b = data[pos + 1 + i]
+        cid |= b << (8 * i)
+    if dec.tap is not None:
+        dec.raw = data[pos:p]
+    dec.context_id(index, p - pos, cid)
+    return p
 
 
-def read_vmid(data: bytes, pos: int, end: int, index: int, st: ReaderState) -> VMID | None:
+def read_vmid(dec: PtmDecoder, data: bytes, pos: int, end: int, index: int, st: ReaderState) -> int:
     """VMID (§4.5.7): one byte."""
     if pos + 2 > end:
-        return None
-    return VMID(index, data[pos : pos + 2], data[pos + 1])
+        return -1
+    if dec.tap is not None:
+        dec.raw = data[pos : pos + 2]
+    dec.vmid(index, 2, data[pos + 1])
+    return pos + 2
 
 
 def read_timestamp(
-    data: bytes, pos: int, end: int, index: int, st: ReaderState
-) -> Timestamp | None:
+    dec: PtmDecoder, data: bytes, pos: int, end: int, index: int, st: ReaderState
+) -> int:
     """Timestamp (§4.5.8): 7 bits a byte (the last byte 8, or 6 for 48 bits), cycle count if CA."""
     p = pos + 1
     last = pos + st.ts_last
-    value = nbits = 0
+    value = 0
+    nbits = 0
     while True:
         if p >= end:
-            return None
+            return -1
         b = data[p]
         if p == last:
             value |= (b & st.ts_last_mask) << nbits
@@ -534,44 +610,62 @@ def read_timestamp(
         p += 1
         if not b & 0x80:
             break
-    cc: int | None = None
+    cc = -1
     if st.ca:
-        cc, p = _cycle_count(data, p, end)
+        p = _cycle_count(data, p, end, st)
         if p < 0:
-            return None
+            return -1
+        cc = st.cc
     # The reference (OpenCSD 1.3.3 to 1.8.0) merges the value as natural binary
     # whatever ETMCCER bit 28 says; so do we (see the module notes).
-    mask = (1 << nbits) - 1
-    st.timestamp = (st.timestamp & ~mask) | (value & mask)
+    mask = _MASK64 if nbits >= 64 else (_ONE << nbits) - 1
+    st.timestamp = (st.timestamp & ~mask & _MASK64) | (value & mask)
     if nbits > st.ts_bits:
         st.ts_bits = nbits
-    return Timestamp(index, data[pos:p], st.timestamp, nbits, cc)
+    if dec.tap is not None:
+        dec.raw = data[pos:p]
+    dec.timestamp(index, p - pos, st.timestamp, nbits, cc)
+    return p
 
 
-def read_trigger(data: bytes, pos: int, end: int, index: int, st: ReaderState) -> Trigger:
+def read_trigger(
+    dec: PtmDecoder, data: bytes, pos: int, end: int, index: int, st: ReaderState
+) -> int:
     """Trigger (§4.5.9): the header alone."""
-    return Trigger(index, _RAW1[data[pos]])
+    if dec.tap is not None:
+        dec.raw = data[pos : pos + 1]
+    dec.trigger(index)
+    return pos + 1
 
 
 def read_exception_return(
-    data: bytes, pos: int, end: int, index: int, st: ReaderState
-) -> ExceptionReturn:
+    dec: PtmDecoder, data: bytes, pos: int, end: int, index: int, st: ReaderState
+) -> int:
     """Exception return (§4.5.10): the header alone."""
-    return ExceptionReturn(index, _RAW1[data[pos]])
+    if dec.tap is not None:
+        dec.raw = data[pos : pos + 1]
+    dec.exception_return(index)
+    return pos + 1
 
 
-def read_ignore(data: bytes, pos: int, end: int, index: int, st: ReaderState) -> Ignore:
+def read_ignore(
+    dec: PtmDecoder, data: bytes, pos: int, end: int, index: int, st: ReaderState
+) -> int:
     """Ignore (§4.5.11): the header alone."""
-    return Ignore(index, _RAW1[data[pos]])
+    dec.other(Ignore(index, data[pos : pos + 1]))
+    return pos + 1
 
 
-def read_reserved(data: bytes, pos: int, end: int, index: int, st: ReaderState) -> Reserved:
+def read_reserved(
+    dec: PtmDecoder, data: bytes, pos: int, end: int, index: int, st: ReaderState
+) -> int:
     """A reserved header: a one-byte packet, and reading goes on with the next byte."""
-    return Reserved(index, _RAW1[data[pos]])
+    dec.other(Reserved(index, data[pos : pos + 1]))
+    return pos + 1
 
 
-Reader: TypeAlias = Callable[[bytes, int, int, int, ReaderState], PtmPacket | None]
-"""``read_<kind>(data, pos, end, index, state)``: see the module's reader contract."""
+Reader: TypeAlias = Callable[[Any, bytes, int, int, int, ReaderState], int]
+"""``read_<kind>(dec, data, pos, end, index, state)``: see the module's reader contract."""
 
 _READ_KIND: dict[PtmPacketType, Reader] = {
     T.A_SYNC: read_async,
@@ -591,25 +685,52 @@ _READ_KIND: dict[PtmPacketType, Reader] = {
 READERS: tuple[Reader, ...] = tuple(_READ_KIND[kind] for kind in HEADER_TABLE)
 """The reader of every header byte (from :data:`HEADER_TABLE`)."""
 
-
-def _one_byte_atoms(ca: bool) -> tuple[tuple[int, int, int | None] | None, ...]:
-    """(E/N bits, count, cycle count) of the headers that are a whole atom packet, else None.
-
-    The reading loop makes these atoms itself (the most frequent packets); every
-    other header goes through :data:`READERS`.
-    """
-    out: list[tuple[int, int, int | None] | None] = []
-    for h in range(256):
-        if HEADER_TABLE[h] is not T.ATOM:
-            out.append(None)
-        elif not ca:
-            out.append((*_ATOMS[h], None))
-        else:  # cycle-accurate: one atom; bit 6 says the cycle count goes on
-            out.append(None if h & 0x40 else (0 if h & 2 else 1, 1, (h >> 2) & 0xF))
-    return tuple(out)
+KINDS = bytes(int(k) for k in HEADER_TABLE)
+"""The packet kind number of every header byte (for the reading loop)."""
+_KINDS = KINDS  # (a C global when compiled)
 
 
-_ONE_BYTE_ATOMS = (_one_byte_atoms(False), _one_byte_atoms(True))
+def _read_one(dec: PtmDecoder, data: bytes, pos: int, end: int, index: int, st: ReaderState) -> int:
+    """Read the packet whose header is ``data[pos]`` (see :data:`READERS`); -1 when cut."""
+    kind = _KINDS[data[pos]]
+    if kind == _K_ATOM:
+        return read_atom(dec, data, pos, end, index, st)
+    if kind == _K_BRANCH:
+        return read_branch(dec, data, pos, end, index, st)
+    if kind == _K_ISYNC:
+        return read_isync(dec, data, pos, end, index, st)
+    if kind == _K_TIMESTAMP:
+        return read_timestamp(dec, data, pos, end, index, st)
+    if kind == _K_WAYPOINT:
+        return read_waypoint_update(dec, data, pos, end, index, st)
+    if kind == _K_CONTEXT_ID:
+        return read_context_id(dec, data, pos, end, index, st)
+    if kind == _K_VMID:
+        return read_vmid(dec, data, pos, end, index, st)
+    if kind == _K_ASYNC:
+        return read_async(dec, data, pos, end, index, st)
+    if kind == _K_TRIGGER:
+        return read_trigger(dec, data, pos, end, index, st)
+    if kind == _K_EXCEPTION_RETURN:
+        return read_exception_return(dec, data, pos, end, index, st)
+    if kind == _K_IGNORE:
+        return read_ignore(dec, data, pos, end, index, st)
+    return read_reserved(dec, data, pos, end, index, st)
+
+
+def _run(dec: PtmDecoder, data: bytes, pos: int, n: int, cur: IndexCursor, st: ReaderState) -> int:
+    """Read packets from window position ``pos`` on into ``dec``; stop at the end of the
+    window, at a packet cut by it, or when the decoder has output to take. Returns the
+    position reached."""
+    while pos < n:
+        index = cur.base + pos if pos < cur.limit else cur.at(pos)
+        e = _read_one(dec, data, pos, n, index, st)
+        if e < 0:
+            return pos  # the packet goes on in the next block
+        pos = e
+        if dec.ready():
+            return pos
+    return pos
 
 
 # --- before the first A-sync -----------------------------------------------------------
@@ -756,8 +877,9 @@ class _Unsynced:
         return found
 
 
-def _iter_unsynced(win: BlockWindow, hunt: _Unsynced) -> Generator[Packet, None, bool]:
-    """The NotSync packets before the first A-sync; True once ``hunt`` found it.
+def _hunt(win: BlockWindow, hunt: _Unsynced, dec: PtmDecoder) -> Generator[None, None, bool]:
+    """Hand the NotSync packets before the first A-sync to ``dec``; True once ``hunt``
+    found it (yields whenever the decoder has output to take).
 
     The hunt goes block by block (the reference's blocks, see ``_ref_blocks``). The
     last block of a window may go on in the next capture block: it is scanned
@@ -776,8 +898,11 @@ def _iter_unsynced(win: BlockWindow, hunt: _Unsynced) -> Generator[Packet, None,
                 break
             hunt.run = run
             found = hunt.feed(data, start, end, index, out)
-            yield from out
+            for pkt in out:
+                dec.other(pkt)
             out.clear()
+            if dec.ready():
+                yield None
             if found:
                 return True
         keep = max(held - _BLOCK, 0)
@@ -789,50 +914,39 @@ def _iter_unsynced(win: BlockWindow, hunt: _Unsynced) -> Generator[Packet, None,
 # --- the reading loop ------------------------------------------------------------------
 
 
-def iter_packets(
-    stream: Stream, config: PtmConfig, complete: bool = True, state: ReaderState | None = None
-) -> Iterator[Packet]:
-    """Read the PTM packets of one trace ID's stream (see the module's reader contract).
+def read(stream: Stream, config: PtmConfig, complete: bool, dec: PtmDecoder) -> Iterator[None]:
+    """Read one PTM trace ID's bytes into the decoder ``dec`` (the module's reader
+    contract); yields (None) whenever the decoder has output to take.
 
-    ``state``, when given, is the reader state used (and updated) once synchronised:
-    :mod:`cstrace.split` compares it where it cuts a stream.
+    The reader state is ``dec.reader`` when set (:mod:`.cut` compares it where it cuts
+    a stream), else a fresh one (kept there).
     """
     win = BlockWindow(stream)
     if not win.advance(0):
         return
     hunt = _Unsynced(stream)
-    if not (yield from _iter_unsynced(win, hunt)):
+    if not (yield from _hunt(win, hunt, dec)):
         if complete and hunt.pending:
-            yield IncompleteEOT(hunt.index, bytes(hunt.pending))
+            dec.other(IncompleteEOT(hunt.index, bytes(hunt.pending)))
         return
-    yield ASync(hunt.index, hunt.async_raw)
-
-    st = ReaderState(config) if state is None else state
-    readers = READERS
-    atoms = _ONE_BYTE_ATOMS[st.ca]
-    raw1 = _RAW1
+    if dec.tap is not None:
+        dec.raw = hunt.async_raw
+    dec.async_packet(hunt.index)
+    if dec.ready():
+        yield None
+    st = dec.reader
+    if st is None:
+        st = dec.reader = ReaderState(config)
     data = win.data
     n = len(data)
     pos = hunt.resume
-    cur = win.cursor(pos)
-    base, limit = cur.base, cur.limit  # capture index = base + position, up to limit
     while True:
-        while pos < n:
-            if pos >= limit:
-                cur.at(pos)
-                base, limit = cur.base, cur.limit
-            h = data[pos]
-            atom = atoms[h]
-            if atom is not None:  # a one-byte atom packet, the most frequent kind
-                bits, count, cc = atom
-                yield Atom(base + pos, raw1[h], bits, count, cc)
-                pos += 1
-                continue
-            pkt = readers[h](data, pos, n, base + pos, st)
-            if pkt is None:
+        cur = win.cursor(pos)
+        while True:
+            pos = _run(dec, data, pos, n, cur, st)
+            if not dec.ready():
                 break
-            pos += len(pkt.raw)
-            yield pkt
+            yield None
         # The window is used up, or the packet at ``pos`` goes on in the next
         # block: keep its bytes and read it again, whole, with the next window.
         if not win.advance(pos):
@@ -840,8 +954,34 @@ def iter_packets(
         data = win.data
         n = len(data)
         pos = 0
-        cur = win.cursor()
-        base, limit = cur.base, cur.limit
-
     if pos < n and complete:
-        yield IncompleteEOT(cur.at(pos), data[pos:])
+        dec.other(IncompleteEOT(win.cursor(pos).at(pos), data[pos:]))
+
+
+def iter_packets(
+    stream: Stream, config: PtmConfig, complete: bool = True, state: ReaderState | None = None
+) -> Iterator[Packet]:
+    """Read the PTM packets of one trace ID's stream (see the module's reader contract):
+    a tap on :func:`read` (the decoder's packet methods make packet objects instead of
+    decoding them).
+
+    ``state``, when given, is the reader state used (and updated) once synchronised:
+    :mod:`cstrace.split` compares it where it cuts a stream.
+    """
+    dec = PtmDecoder(config, DecodeContext(config.trace_id, DecodeOptions()))
+    dec.reader = state
+    return tapped(read, dec, stream, config, complete)
+
+
+def iter_stream_rows(
+    stream: Stream,
+    config: PtmConfig,
+    context: DecodeContext,
+    count: PacketCount | None = None,
+    size: int = 65536,
+) -> Iterator[list[Any]]:
+    """The elements of one PTM trace ID's stream, read and decoded in one loop, as lists
+    of element rows that each hold one :class:`~cstrace.batch.ElementBatch` of about
+    ``size`` rows (:func:`cstrace.protocols.kit.stream_rows`)."""
+    dec = PtmDecoder(config, context, True, size)
+    return stream_rows(read, dec, stream, config, context.complete, count)

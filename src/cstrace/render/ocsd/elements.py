@@ -67,7 +67,8 @@ def _cc(cycle_count: int | None) -> str:
     return "" if cycle_count is None else f" [CC={cycle_count}]; "
 
 
-def _instr_range(e: InstrRange) -> str:
+def _range_head(e: InstrRange) -> str:
+    """An ``INSTR_RANGE``'s text but its cycle count and closing parenthesis."""
     text = (
         f"OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0x{e.start:x}:[0x{e.end:x}] "
         f"num_i({e.num_instr}) last_sz({e.last_size}) (ISA={ISA_NAMES[e.isa]}) "
@@ -77,26 +78,26 @@ def _instr_range(e: InstrRange) -> str:
         text += INSTR_SUBTYPE_NAMES[e.last_subtype]
     if e.last_cond:
         text += " <cond>"
-    if e.cycle_count is not None:
-        text += f" [CC={e.cycle_count}]; "
-    return text + ")"
+    return text
 
 
 _RANGE_TEXT: dict[tuple[object, ...], str] = {}
 
 
 def _instr_range_cached(e: InstrRange) -> str:
-    """``_instr_range``, remembered: trace revisits the same few thousand ranges."""
-    if e.cycle_count is not None:
-        return _instr_range(e)
+    """An ``INSTR_RANGE``'s text, all but the cycle count remembered: trace revisits the
+    same few thousand ranges."""
     key = (e.start, e.end, e.last_exec, e.num_instr, e.isa, e.last_type, e.last_subtype,
            e.last_cond, e.last_size)  # fmt: skip
     text = _RANGE_TEXT.get(key)
     if text is None:
         if len(_RANGE_TEXT) >= 1 << 16:
             _RANGE_TEXT.clear()
-        text = _RANGE_TEXT[key] = _instr_range(e)
-    return text
+        text = _RANGE_TEXT[key] = _range_head(e)
+    cc = e.cycle_count
+    if cc is None:
+        return text + ")"
+    return f"{text} [CC={cc}]; )"
 
 
 def _pe_context(e: PEContext) -> str:

@@ -8,6 +8,8 @@ reference lister prints after the raw bytes, for example
 
 from __future__ import annotations
 
+from typing import Any
+
 from cstrace.elements import Isa
 from cstrace.protocols.base import Packet
 from cstrace.protocols.ptm.packets import (
@@ -82,38 +84,46 @@ def _address(p: BranchAddress | WaypointUpdate) -> str:
 
 def packet_text(pkt: Packet) -> str:
     """The reference lister's text for one PTM packet."""
+    t = type(pkt)
+    p: Any = pkt
+    if t is Atom:  # the most frequent kinds first
+        text = "ATOM : Atom packet; "
+        bits = p.bits
+        cc = p.cycle_count
+        if cc is not None:
+            return f"{text}{'E' if bits & 1 else 'N'}; Cycles={cc}; "
+        return text + "".join("E" if (bits >> i) & 1 else "N" for i in range(p.count)) + "; "
+    if t is BranchAddress:
+        text = "BRANCH_ADDRESS : Branch address packet; " + _address(p)
+        if p.ns_updated:
+            text += "NS; " if p.ns else "S; "
+            text += "Hyp; " if p.hyp else ""
+        exception = p.exception
+        if exception is not None:
+            name = EXCEPTION_NAMES[exception] if exception < 16 else "Unknown"
+            text += f"Excep={name} [{exception:02x}]; "
+        return text + _cycles(p.cycle_count)
+    if t is ISync:
+        text = (
+            f"{_NAMES[PtmPacketType.I_SYNC]}({ISYNC_REASONS[p.reason]}); Addr=0x{p.address:08x}; "
+        )
+        text += "NS; " if p.ns else "S; "
+        text += "Hyp; " if p.hyp else " "
+        if p.context_id is not None:
+            text += f"CtxtID={p.context_id:08x}; "
+        return text + _isa(p.isa) + _cycles(p.cycle_count)
     if not isinstance(pkt, PtmPacket):
         return "UNKNOWN : Unknown packet type; "
     text = _NAMES[pkt.TYPE]
-    match pkt:
-        case Atom(bits=bits, count=count, cycle_count=cc):
-            if cc is not None:
-                return f"{text}{'E' if bits & 1 else 'N'}; Cycles={cc}; "
-            return text + "".join("E" if (bits >> i) & 1 else "N" for i in range(count)) + "; "
-        case BranchAddress():
-            text += _address(pkt)
-            if pkt.ns_updated:
-                text += "NS; " if pkt.ns else "S; "
-                text += "Hyp; " if pkt.hyp else ""
-            if pkt.exception is not None:
-                name = EXCEPTION_NAMES[pkt.exception] if pkt.exception < 16 else "Unknown"
-                text += f"Excep={name} [{pkt.exception:02x}]; "
-            return text + _cycles(pkt.cycle_count)
-        case WaypointUpdate():
-            return text + _address(pkt)
-        case ISync():
-            text += f"({ISYNC_REASONS[pkt.reason]}); Addr=0x{pkt.address:08x}; "
-            text += "NS; " if pkt.ns else "S; "
-            text += "Hyp; " if pkt.hyp else " "
-            if pkt.context_id is not None:
-                text += f"CtxtID={pkt.context_id:08x}; "
-            return text + _isa(pkt.isa) + _cycles(pkt.cycle_count)
-        case Timestamp(timestamp=ts, update_bits=bits, cycle_count=cc):
-            return f"{text}TS={_value(64, 64, ts, bits)}({ts}); {_cycles(cc)}"
-        case ContextID(context_id=cid):
-            return f"{text}CtxtID=0x{cid:08x}; "
-        case VMID(vmid=vmid):
-            return f"{text}VMID=0x{vmid:02x}; "
-        case BadSequence(kind=bad):
-            return f"{text}[{_SHORT.get(bad, 'UNKNOWN')}]; "
+    if t is WaypointUpdate:
+        return text + _address(p)
+    if t is Timestamp:
+        ts = p.timestamp
+        return f"{text}TS={_value(64, 64, ts, p.update_bits)}({ts}); {_cycles(p.cycle_count)}"
+    if t is ContextID:
+        return f"{text}CtxtID=0x{p.context_id:08x}; "
+    if t is VMID:
+        return f"{text}VMID=0x{p.vmid:02x}; "
+    if t is BadSequence:
+        return f"{text}[{_SHORT.get(p.kind, 'UNKNOWN')}]; "
     return text
