@@ -66,6 +66,7 @@ class OptionalBuildExt(build_ext):
                 file=sys.stderr,
                 flush=True,
             )
+        _drop_orphans(Path(self.build_lib), HOT_MODULES)
         start = time.monotonic()
         try:
             super().run()
@@ -172,14 +173,17 @@ def _drop_stale_c(names: tuple[str, ...]) -> None:
             todo.extend(_CIMPORT.findall(pxd.read_text()))
 
 
-def _drop_orphans(names: tuple[str, ...]) -> None:
-    """Delete the extension modules (and generated C) of modules that are no longer hot.
+def _drop_orphans(root: Path, names: tuple[str, ...]) -> None:
+    """Delete, under ``root`` (the source tree, or a build's output), the extension
+    modules (and generated C) of modules that are no longer hot.
 
-    A checkout built when a module was hot keeps its extension beside the ``.py``;
-    Python's import machinery would go on preferring it to the edited source, and
+    A checkout built when a module was hot keeps its extension beside the ``.py``,
+    and a build folder keeps it among the files the next wheel packs; Python's
+    import machinery would go on preferring it to the source, and
     ``cstrace._native`` only decides for the modules of ``HOT_MODULES``."""
-    hot = {Path("src", *name.split(".")) for name in names}
-    built = [*Path("src", "cstrace").rglob("*.so"), *Path("src", "cstrace").rglob("*.pyd")]
+    hot = {root.joinpath(*name.split(".")) for name in names}
+    package = root / "cstrace"
+    built = [*package.rglob("*.so"), *package.rglob("*.pyd")] if package.is_dir() else []
     for ext in built:
         module = ext.with_name(ext.name.split(".")[0])
         if module not in hot and module.with_suffix(".py").is_file():
@@ -198,7 +202,7 @@ def extensions() -> list:  # type: ignore[type-arg]
         return []
     from setuptools import Extension
 
-    _drop_orphans(HOT_MODULES)
+    _drop_orphans(Path("src"), HOT_MODULES)
     _drop_stale_c(HOT_MODULES)
     exts = [
         Extension(name, [str(Path("src", *name.split(".")).with_suffix(".py"))], optional=True)
