@@ -55,6 +55,7 @@ __all__ = [
     "READ_BLOCK",
     "WAIT_SYNC",
     "ElementSink",
+    "KitCut",
     "ReturnStack",
     "elements_of",
     "input_blocks",
@@ -386,6 +387,60 @@ def elements_of(
     dec.finish(context.complete)
     yield from out
     out.clear()
+
+
+class KitCut:
+    """A kit protocol's reader and decoder as :mod:`cstrace.split` drives them
+    (:class:`~cstrace.protocols.base.CutDecoder`): packet objects from a tap on the
+    reader (with this cut's reader state), decoded one at a time. A protocol's
+    ``cut.py`` derives from it and says when a decoder started at a cut is settled."""
+
+    __slots__ = ("complete", "config", "decoder", "out", "read", "reader")
+
+    def __init__(
+        self, config: Any, context: DecodeContext, decoder: Any, reader: Any, read: Any
+    ) -> None:
+        """``decoder``: the protocol's decoder class, made for ``config``; ``reader``: its
+        reader state; ``read``: its ``iter_packets(stream, config, complete, state)``."""
+        self.config = config
+        self.complete = context.complete
+        self.decoder = decoder
+        self.reader = reader
+        self.read = read
+        self.out: list[Any] = decoder.objects
+
+    @property
+    def last_idx(self) -> int:
+        """The capture index of the last packet decoded."""
+        return int(self.decoder.last)
+
+    @property
+    def halted(self) -> bool:
+        """Whether the decoder stopped for good (at a packet it cannot decode)."""
+        return bool(self.decoder.stopped)
+
+    def packets(self, stream: Stream, complete: bool) -> Iterator[Packet]:
+        """The packets of ``stream``, read with this reader state."""
+        packets: Iterator[Packet] = self.read(stream, self.config, complete, self.reader)
+        return packets
+
+    def decode(self, pkt: Packet) -> list[Any]:
+        """The elements of one packet (the list is reused by the next call)."""
+        out = self.out
+        out.clear()
+        self.decoder.packet(pkt)
+        return out
+
+    def finish(self) -> list[Any]:
+        """The elements of the end of the trace."""
+        out = self.out
+        out.clear()
+        self.decoder.finish(self.complete)
+        return out
+
+    def cut_state(self) -> tuple[object, ...]:
+        """The reader's and the decoder's cut states."""
+        return (self.reader.cut_state(), self.decoder.cut_state())
 
 
 def input_blocks(win: BlockWindow, first: int, framed: bool) -> Iterator[tuple[int, int, int]]:

@@ -19,15 +19,12 @@ decoder's (:meth:`~cstrace.protocols.etmv3.decoder.Etmv3Decoder.cut_state`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
-from cstrace.capture.stream import Stream
 from cstrace.protocols.base import CutPoints, DecodeContext, Packet
 from cstrace.protocols.etmv3.config import Etmv3Config
 from cstrace.protocols.etmv3.decoder import Etmv3Decoder
 from cstrace.protocols.etmv3.packets import ASync
 from cstrace.protocols.etmv3.reader import ReaderState, iter_packets
+from cstrace.protocols.kit import KitCut
 
 __all__ = ["A_SYNC", "CUTS", "Etmv3Cut"]
 
@@ -35,55 +32,21 @@ A_SYNC = b"\x00" * 5 + b"\x80"
 """An A-sync packet as the reader reads it once synchronised."""
 
 
-class Etmv3Cut:
+class Etmv3Cut(KitCut):
     """An ETMv3 reader and decoder as :mod:`cstrace.split` drives them
     (:class:`~cstrace.protocols.base.CutDecoder`)."""
 
-    __slots__ = ("complete", "config", "decoder", "out", "reader")
+    __slots__ = ()
 
     def __init__(self, config: Etmv3Config, context: DecodeContext) -> None:
-        self.config = config
-        self.complete = context.complete
-        self.reader = ReaderState(config)
-        self.decoder = Etmv3Decoder(config, context)
-        self.out: list[Any] = self.decoder.objects
-
-    @property
-    def last_idx(self) -> int:
-        """The capture index of the last packet decoded."""
-        return self.decoder.last
-
-    @property
-    def halted(self) -> bool:
-        """Whether the decoder stopped for good (at a packet it cannot decode)."""
-        return self.decoder.stopped
-
-    def packets(self, stream: Stream, complete: bool) -> Iterator[Packet]:
-        """The packets of ``stream``, read with this reader state."""
-        return iter_packets(stream, self.config, complete, self.reader)
-
-    def decode(self, pkt: Packet) -> list[Any]:
-        """The elements of one packet (the list is reused by the next call)."""
-        out = self.out
-        out.clear()
-        self.decoder.packet(pkt)
-        return out
-
-    def finish(self) -> list[Any]:
-        """The elements of the end of the trace."""
-        out = self.out
-        out.clear()
-        self.decoder.finish(self.complete)
-        return out
+        super().__init__(
+            config, context, Etmv3Decoder(config, context), ReaderState(config), iter_packets
+        )
 
     def settled(self) -> bool:
         """An I-sync decoded, the output ring renewed and, when timestamps are traced, a
         whole timestamp read."""
-        return self.decoder.settled() and self.reader.settled(self.config.ts_enabled)
-
-    def cut_state(self) -> tuple[object, ...]:
-        """The reader's and the decoder's cut states."""
-        return (self.reader.cut_state(), self.decoder.cut_state())
+        return bool(self.decoder.settled() and self.reader.settled(self.config.ts_enabled))
 
 
 def _opens(pkt: Packet) -> bool:

@@ -15,11 +15,8 @@ timestamp compression, instruction set) and the decoder's
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
-from cstrace.capture.stream import Stream
 from cstrace.protocols.base import CutPoints, DecodeContext, Packet
+from cstrace.protocols.kit import KitCut
 from cstrace.protocols.ptm.config import PtmConfig
 from cstrace.protocols.ptm.decoder import PtmDecoder
 from cstrace.protocols.ptm.packets import ASync
@@ -35,55 +32,22 @@ _MAX_ZEROS = 15
 sequence: :func:`~cstrace.protocols.ptm.reader.read_async`)."""
 
 
-class PtmCut:
+class PtmCut(KitCut):
     """A PTM reader and decoder as :mod:`cstrace.split` drives them
     (:class:`~cstrace.protocols.base.CutDecoder`): packet objects from a tap on the
     reader (with this cut's reader state), decoded one at a time."""
 
-    __slots__ = ("config", "decoder", "out", "reader")
+    __slots__ = ()
 
     def __init__(self, config: PtmConfig, context: DecodeContext) -> None:
-        self.config = config
-        self.reader = ReaderState(config)
-        self.decoder = PtmDecoder(config, context)
-        self.out: list[Any] = self.decoder.objects
-
-    @property
-    def last_idx(self) -> int:
-        """The capture index of the last packet decoded."""
-        return self.decoder.last
-
-    @property
-    def halted(self) -> bool:
-        """Whether the decoder stopped for good (a pop from the empty return stack)."""
-        return self.decoder.stopped
-
-    def packets(self, stream: Stream, complete: bool) -> Iterator[Packet]:
-        """The packets of ``stream``, read with this reader state."""
-        return iter_packets(stream, self.config, complete, self.reader)
-
-    def decode(self, pkt: Packet) -> list[Any]:
-        """The element rows of a packet (the list is reused by the next call)."""
-        out = self.out
-        out.clear()
-        self.decoder.packet(pkt)
-        return out
-
-    def finish(self) -> list[Any]:
-        """The element rows of the end of the trace."""
-        out = self.out
-        out.clear()
-        self.decoder.finish(self.decoder.context.complete)
-        return out
+        super().__init__(
+            config, context, PtmDecoder(config, context), ReaderState(config), iter_packets
+        )
 
     def settled(self) -> bool:
         """An I-sync decoded (address, ISA and context known) and, when timestamps are
         traced, a whole timestamp read."""
-        return self.decoder.settled() and self.reader.settled(self.config.timestamps)
-
-    def cut_state(self) -> tuple[object, ...]:
-        """The reader's and the decoder's cut states."""
-        return (self.reader.cut_state(), self.decoder.cut_state())
+        return bool(self.decoder.settled() and self.reader.settled(self.config.timestamps))
 
 
 def _opens(pkt: Packet) -> bool:
