@@ -994,7 +994,13 @@ def _parallel(
     from cstrace.split import cut_in_every_format
 
     everywhere = not wanted and cut_in_every_format(trace)
-    cut = (wanted or everywhere) and args.format != "parquet" and not trace.has_exec_context
+    size = split_min if split_min is not None else _SPLIT_MIN if wanted else _SPLIT_MIN_ELEMENTS
+    cut = (
+        (wanted or everywhere)
+        and args.format != "parquet"
+        and not trace.has_exec_context
+        and any(b.size() >= size for b in buffers)  # (a stream is no longer than its buffer)
+    )
 
     def one_busy_id() -> bool:
         # (asked once at most: the second test is a pass over the capture)
@@ -1009,7 +1015,6 @@ def _parallel(
         return None
     splits = {}
     if cut:
-        size = _SPLIT_MIN if split_min is None else split_min
         splits = split_plans(trace, buffers, _options(args), jobs, size, not wanted)
         if not splits and one_busy_id():
             return None  # nothing to cut after all, and one trace ID with data
@@ -1040,7 +1045,12 @@ def _parallel(
 
 
 _SPLIT_MIN = 256 * 1024
-"""Bytes a run's stream needs to be cut into pieces with ``--jobs``, by default."""
+"""Bytes a run's stream needs to be cut into pieces with ``--jobs``, by default, for the
+listing."""
+_SPLIT_MIN_ELEMENTS = 4 << 20
+"""The same for the other formats, whose decode is several times faster than the
+listing: a piece costs a worker's start and a pass over the stream before its cut,
+which a stream of a few megabytes does not pay back (docs/performance.md)."""
 
 
 def _split_min() -> int | None:

@@ -1,7 +1,8 @@
 """One long trace stream cut at synchronisation points and decoded in pieces, exactly.
 
 Input: a :class:`~cstrace.decode.SourceRun` of a protocol that can be cut
-(its ``ProtocolSpec.cuts``: ETMv4, ETE, PTM) and the number of pieces wanted.
+(its ``ProtocolSpec.cuts``: ETMv4, ETE, PTM, ETMv3) and the number of pieces
+wanted.
 Output: a :class:`SplitPlan` (:func:`plan_split`), then one run per piece
 (:func:`piece_run`) whose packets and elements, put end to end, are exactly
 those of the whole run decoded serially.
@@ -43,6 +44,16 @@ the true state (:func:`fallback_run`: from the start of the piece before,
 silent up to where that piece's output ended, on until a later gate where the
 states agree again, or to the end of the stream).
 
+A piece is decoded in one of two ways, as the whole run would be. Its packets
+(the listing) come one by one from a fresh reader, each decoded before the next
+is read (:meth:`Piece.iter_packets`). Its element rows alone (the other
+formats) come from the protocol's one read-and-decode loop
+(:meth:`Piece.iter_stream_rows`, the cut decoder's ``rows``): the loop reads
+the stream from the cut up to the end of the gate packet where the piece ends,
+muted up to the gate where it starts, and the states are compared at both
+gates as above. Where the end's states differ, the piece's output ends with
+the last packet it decoded, and the part after it is decoded again.
+
 Only runs whose code memory has no state of its own (a static memory map:
 no event log moving it) are cut, so that the decoder's state is all there is.
 Element offsets are capture indices, the same in every piece.
@@ -64,6 +75,7 @@ from cstrace.memory.image import MemoryMap
 from cstrace.protocols import DecodeContext, Packet, ProtocolSpec, get_protocol
 from cstrace.protocols.base import CutDecoder, CutPoints
 from cstrace.rows import expand
+from cstrace.tally import PacketCount
 from cstrace.trace import Trace
 
 __all__ = [
@@ -163,29 +175,64 @@ def _from(block: Stream, start: int) -> Stream | None:
     return Stream(block.trace_id, block.data[first:], new_pos, new_idx)
 
 
+def _position(block: Stream, index: int) -> int | None:
+    """The position in ``block`` of its first byte at capture index ``index`` or after (None:
+    all its bytes are before)."""
+    n = len(block.data)
+    if not n:
+        return None
+    pos = block.run_pos
+    idx = block.run_idx
+    ends = np.append(pos[1:], n)
+    last = idx + (ends - pos) - 1  # capture index of each run's last byte
+    k = int(np.searchsorted(last, index, side="left"))
+    if k >= len(pos):
+        return None
+    return int(pos[k]) + max(0, index - int(idx[k]))
+
+
 class WindowStream(GatheredStream):
-    """The part of a stream from a capture index on, read block by block as the stream is."""
+    """The part of a stream from a capture index on, read block by block as the stream is;
+    with ``end`` (a capture index and a number of bytes), up to the end of the packet of
+    that many bytes that starts there (its bytes may be in two formatter frames, whose
+    capture indices are not consecutive)."""
 
-    __slots__ = ("_full", "_inner", "_start")
+    __slots__ = ("_end", "_full", "_inner", "_start")
 
-    def __init__(self, inner: Stream, start: int) -> None:
+    def __init__(self, inner: Stream, start: int, end: tuple[int, int] | None = None) -> None:
         # Deliberately not calling Stream.__init__: data and runs are gathered on demand.
         self.trace_id = inner.trace_id
         self._inner = inner
         self._start = start
+        self._end = end
         self._full: Stream | None = None
 
     def blocks(self) -> Iterator[Stream]:
-        """The inner stream's blocks, the first cut at the start index, those before it left."""
+        """The inner stream's blocks, the first cut at the start index, those before it
+        left (and the last cut at the end, those after it left)."""
         started = False
+        left: int | None = None  # bytes still to give, once the end's packet was met
         for block in self._inner.blocks():
-            if started:
-                yield block
-                continue
-            part = _from(block, self._start)
-            if part is not None:
+            part: Stream | None = block
+            if not started:
+                part = _from(block, self._start)
+                if part is None:
+                    continue
                 started = True
-                yield part
+            assert part is not None
+            if self._end is not None:
+                if left is None:
+                    index, size = self._end
+                    at = _position(part, index)
+                    if at is not None:
+                        left = at + size
+                if left is not None:
+                    if left <= len(part.data):
+                        if left:
+                            yield _head(part, left)
+                        return
+                    left -= len(part.data)
+            yield part
 
     def _gather(self) -> Stream:
         if self._full is None:
@@ -195,7 +242,8 @@ class WindowStream(GatheredStream):
         return self._full
 
     def __repr__(self) -> str:
-        return f"WindowStream({self._inner!r} from {self._start})"
+        end = "" if self._end is None else f" to {self._end}"
+        return f"WindowStream({self._inner!r} from {self._start}{end})"
 
 
 # -- fresh decoders and the gate --------------------------------------------------------------
@@ -523,6 +571,45 @@ class Piece:
         if acc:
             yield acc
 
+    def iter_stream_rows(
+        self, stream: Stream, config: Any, context: DecodeContext, count: PacketCount | None
+    ) -> Iterator[list[Any]]:
+        """The same elements as :meth:`iter_rows` of the piece's packets, read and decoded
+        in the reader's one loop (the protocol's fastest path,
+        :meth:`~cstrace.protocols.base.CutDecoder.rows`): the stream read up to the end
+        of the gate packet where the piece ends, the packets up to ``after`` decoded in
+        silence. Where the piece ends, its state is compared with the plan's as
+        :meth:`iter_packets` does; when they differ, the piece's output ends with the last
+        packet it decoded (the run's next part is decoded again from there)."""
+        dec = self.decoder
+        cuts = self.plan.cuts
+        end = self.ends[0] if self.ends else None
+        stop = None if end is None else (cuts[end].gate, cuts[end].gate_size)
+        if stop is not None:
+            stream = WindowStream(stream, -1, stop)
+        begin = cuts[self.start - 1] if self.start else None
+
+        def at_quiet() -> None:
+            if begin is not None:
+                self.start_ok = dec.last_idx == begin.gate and dec.cut_state() == begin.state
+
+        quiet_to = -1 if self.after is None else self.after
+        complete = context.complete and stop is None
+        yield from dec.rows(stream, complete, count, quiet_to, at_quiet, stop is None)
+        if dec.halted:
+            # (as the serial decode, the run's output ends where the decoder stopped)
+            self.stopped = None
+            self.joined = False
+            self.last = dec.last_idx
+            return
+        if end is None:
+            self._to_end()
+            return
+        cut = cuts[end]
+        self.stopped = end
+        self.joined = dec.last_idx == cut.gate and dec.cut_state() == cut.state
+        self.last = min(dec.last_idx, cut.gate)
+
 
 @dataclass(frozen=True)
 class PieceSpec(ProtocolSpec):
@@ -539,7 +626,7 @@ def _with_piece(run: SourceRun, piece: Piece) -> SourceRun:
         iter_elements=piece.iter_elements,
         iter_rows=piece.iter_rows,
         iter_row_packets=None,
-        iter_stream_rows=None,
+        iter_stream_rows=None if piece.adaptive else piece.iter_stream_rows,
         idle_zeros=None,
     )
     spec = PieceSpec(**traits, piece=piece)

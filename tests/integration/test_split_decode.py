@@ -119,6 +119,33 @@ def test_long_stream_cut(
     same_as_serial(snap, fmt, jobs, tmp_path, capsys)
 
 
+def test_element_formats_cut_long_streams(
+    corpus: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The element formats cut a stream of the size the CLI asks for them (4 MiB by
+    default: lowered here), without ``CSTRACE_SPLIT_MIN``, and the pieces' output (the
+    null format's summary) is the serial one."""
+    import cstrace.cli
+    import cstrace.parallel
+
+    monkeypatch.delenv("CSTRACE_SPLIT_MIN", raising=False)
+    monkeypatch.setattr(cstrace.cli, "_SPLIT_MIN_ELEMENTS", 256 * 1024)
+    made: list[dict[int, SplitPlan]] = []
+    real = cstrace.parallel.split_plans
+
+    def spy(*args: object, **kwargs: object) -> dict[int, SplitPlan]:
+        plans = real(*args, **kwargs)  # type: ignore[arg-type]
+        made.append(plans)
+        return plans
+
+    monkeypatch.setattr(cstrace.parallel, "split_plans", spy)
+    same_as_serial(corpus / "snapshots" / "bugfix-exact-match", "null", 2, tmp_path, capsys)
+    assert [{tid: p.pieces for tid, p in plans.items()} for plans in made] == [{0x12: 2}]
+
+
 def test_short_streams_not_cut(corpus: Path) -> None:
     """By default a short stream keeps its lane (nothing to gain from cutting it)."""
     assert plans_of(corpus / "snapshots" / "juno_r1_1", 2, 256 * 1024) == {}
@@ -142,17 +169,20 @@ def test_ptm_streams_cut(
     same_as_serial(snap, fmt, jobs, tmp_path, capsys)
 
 
-def test_ptm_cut_for_the_listing_only(corpus: Path) -> None:
-    """PTM and ETMv4 streams are cut for the listing only by default
-    (``CutPoints.every_format`` is False): their element formats read and decode a
-    whole stream in one loop, faster than pieces decoding packet objects."""
+def test_program_flow_cut_in_every_format(corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PTM, ETMv3 and ETMv4 streams are cut in every output format
+    (``CutPoints.every_format``): a piece of the element formats runs the protocol's one
+    loop. By default only a stream of several megabytes is cut for them (the corpus's
+    are not), and a cut one gives the serial output."""
     snaps = corpus / "snapshots"
-    assert not cut_in_every_format(open_input(snaps / "Snowball"))
-    assert not cut_in_every_format(open_input(snaps / "juno_r1_1"))
-    for name in ("TC2", "juno_r1_1"):
+    for name in ("Snowball", "TC2", "juno_r1_1"):
         trace = open_input(snaps / name)
-        assert not split_plans(trace, trace.buffers, DecodeOptions(), 2, 1, every_format_only=True)
-        assert plans_of(snaps / name, 2, 1)
+        assert cut_in_every_format(trace)
+        assert split_plans(trace, trace.buffers, DecodeOptions(), 2, 1, every_format_only=True)
+    monkeypatch.delenv("CSTRACE_SPLIT_MIN", raising=False)
+    snap = snaps / "juno_r1_1"
+    trace = open_input(snap)
+    assert not split_plans(trace, trace.buffers, DecodeOptions(), 2, 4 << 20, True)
 
 
 def runs_of(snap: Path) -> Iterator[tuple[Session, SourceRun]]:
@@ -412,3 +442,100 @@ def test_fallback_from_every_piece(corpus: Path) -> None:
             assert lines == serial, (run.trace_id, k)
             checked += 1
     assert checked >= 3
+
+
+def rows_of(run: SourceRun) -> list[object]:
+    """The element objects of ``run``'s rows (:meth:`SourceRun.rows`: the one loop)."""
+    return [e for items in run.rows() for e in expand_rows(items)]
+
+
+@pytest.mark.parametrize("name", corpus_params(["bugfix-exact-match", "juno_r1_1", *PTM]))
+def test_piece_rows_are_the_serial_rows(corpus: Path, name: str) -> None:
+    """The element rows of the pieces (each read and decoded in the protocol's one loop,
+    not packet by packet), put end to end, are the serial rows; every join holds."""
+    cut = 0
+    for _, run in runs_of(corpus / "snapshots" / name):
+        plan = plan_split(run, 6)
+        if plan is None:
+            continue
+        serial = rows_of(run)
+        rows: list[object] = []
+        k = 0
+        while True:
+            piece = piece_run(run, plan, k)
+            assert piece.protocol.iter_stream_rows is not None  # (the one loop)
+            rows.extend(rows_of(piece))
+            info = piece_of(piece)
+            assert info is not None and info.start_ok
+            if info.stopped is None:
+                break
+            assert info.joined, f"piece {k} of trace ID {run.trace_id:#x} does not join"
+            k = info.stopped + 1
+            cut += 1
+        assert k == plan.pieces - 1
+        assert rows == serial, run.trace_id
+    if name != "trace_cov_a15":
+        assert cut >= 1
+
+
+@pytest.mark.parametrize("name", corpus_params(["juno_r1_1", "Snowball"]))
+def test_piece_rows_after_a_failed_join(corpus: Path, name: str) -> None:
+    """A cut whose planned state is wrong: the piece before it reads up to its gate and
+    says it does not join, the piece after it that it did not start as planned; the rows
+    decoded again from where the first stopped (as the parent does) complete the serial
+    rows."""
+    checked = 0
+    for _, run in runs_of(corpus / "snapshots" / name):
+        plan = plan_split(run, 3)
+        if plan is None:
+            continue
+        cuts = list(plan.cuts)
+        cuts[0] = replace(cuts[0], state=("not", "the", "state"))
+        plan = replace(plan, cuts=tuple(cuts))
+        first = piece_run(run, plan, 0)
+        rows = rows_of(first)
+        info = piece_of(first)
+        assert info is not None and info.stopped == 0 and not info.joined
+        assert info.last == plan.cuts[0].gate
+        second = piece_run(run, plan, 1)
+        rows_of(second)
+        after = piece_of(second)
+        assert after is not None and not after.start_ok
+        again = fallback_run(run, plan, 0, info.last)
+        rows.extend(rows_of(again))
+        rest = piece_of(again)
+        assert rest is not None
+        if rest.stopped is not None:
+            assert rest.joined
+            for j in range(rest.stopped + 1, plan.pieces):
+                rows.extend(rows_of(piece_run(run, plan, j)))
+        assert rows == rows_of(run), run.trace_id
+        checked += 1
+    assert checked >= 1
+
+
+def test_window_stream_ends() -> None:
+    """A window with an end gives the bytes from capture index ``start`` up to the end of
+    the packet of ``size`` bytes at capture index ``index``, block by block, runs kept,
+    even when that packet goes on in the next run (formatter frame)."""
+    import numpy as np
+
+    from cstrace.capture.stream import Stream
+
+    data = bytes(range(40))
+    # two runs: positions 0-19 at capture indices 100-119, 20-39 at 200-219
+    inner = Stream(7, data, np.array([0, 20], np.int64), np.array([100, 200], np.int64))
+    for start, end, want in [
+        (-1, (110, 1), data[:11]),
+        (105, (118, 4), data[5:22]),  # the packet goes on in the second run
+        (105, (119, 1), data[5:20]),
+        (105, (150, 2), data[5:22]),  # (no byte at 150: from the next one)
+        (0, (215, 100), data),
+        (210, (212, 3), data[30:35]),
+    ]:
+        window = WindowStream(inner, start, end)
+        got = b"".join(bytes(b.data) for b in window.blocks())
+        assert got == want, (start, end)
+    part = next(WindowStream(inner, 105, (200, 5)).blocks())
+    assert [int(x) for x in part.run_idx] == [105, 200]
+    assert [int(x) for x in part.run_pos] == [0, 15]

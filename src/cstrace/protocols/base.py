@@ -178,6 +178,23 @@ class CutDecoder(Protocol):
         """The element rows of the end of the trace (as :meth:`decode`)."""
         ...
 
+    def rows(
+        self,
+        stream: Stream,
+        complete: bool,
+        count: PacketCount | None,
+        quiet_to: int,
+        at_quiet: Callable[[], None] | None,
+        finish: bool,
+    ) -> Iterator[list[Any]]:
+        """The element rows of ``stream`` read and decoded in the protocol's one loop
+        (``ProtocolSpec.iter_stream_rows``'s path) with this reader state, by a fresh
+        decoder that then is the one :meth:`cut_state` and :attr:`last_idx` describe;
+        the packets up to capture index ``quiet_to`` decoded in silence (nothing output
+        or counted; ``at_quiet`` called after the one there), the end of trace given
+        only when ``finish``."""
+        ...
+
     def settled(self) -> bool:
         """Whether a decode started at a cut knows all it will ever know of what came
         before it (synchronised, its addresses and context given since the cut)."""

@@ -17,7 +17,7 @@ cdef class ElementSink:
     cdef public dict handlers, arrays
     cdef public Py_ssize_t packets, limit, syncs, overflows, size, capacity, rows
     cdef public Py_ssize_t undecoded, undecoded_bytes
-    cdef public long long stop_at
+    cdef public long long stop_at, pause_at
     cdef public tuple specs
 
     cpdef void new_columns(self) except *
@@ -28,6 +28,7 @@ cdef class ElementSink:
     @cython.locals(row=Py_ssize_t, old=dict)
     cpdef Py_ssize_t next_row(self) except -1
     cpdef void flush_pending(self) except *
+    cpdef void forget(self) except *
 
     @cython.locals(state=cython.int)
     cpdef bint gate(self, long long offset, bint syncs) except -1

@@ -51,8 +51,10 @@ from cstrace.tally import PacketCount
 
 __all__ = [
     "DECODE",
+    "NEVER",
     "NO_SYNC",
     "READ_BLOCK",
+    "SINK_FIELDS",
     "WAIT_SYNC",
     "ElementSink",
     "KitCut",
@@ -69,6 +71,22 @@ WAIT_SYNC = 1
 """Synchronisation state: waiting for a synchronisation packet."""
 DECODE = 2
 """Synchronisation state: decoding."""
+
+NEVER = 1 << 62
+"""A capture index no capture reaches."""
+
+SINK_FIELDS = frozenset(
+    (
+        "trace_id", "recover", "last", "fatal", "pending", "objects", "tap", "raw",
+        "last_other", "packets", "limit", "syncs", "sync_at", "overflows", "overflow_at",
+        "handlers", "as_columns", "size", "capacity", "rows", "specs", "arrays",
+        "undecoded", "undecoded_bytes", "stop_at", "pause_at",
+    )
+)  # fmt: skip
+"""The attributes of :class:`ElementSink` that are not state crossing a cut of a stream
+(:mod:`cstrace.split`): what the configuration sets, the sink (its output and
+columns, taken between packets) and the counts of the loss report (those of a piece
+are merged with the others'). A decoder class's ``CUT_CONSTANTS`` include them."""
 
 _NO_SYNC = NO_SYNC  # (C copies when compiled)
 _WAIT_SYNC = WAIT_SYNC
@@ -129,6 +147,10 @@ class ElementSink:
         self.undecoded_bytes = 0
         self.stop_at = -1
         """Capture index of the first packet read after the decoder stopped."""
+        self.pause_at = NEVER
+        """With columns: the decoder is :meth:`ready` once it decoded a packet at this
+        capture index or after it (where a decode started at a cut goes quiet no more:
+        :func:`stream_rows`)."""
         self.handlers: dict[type, Any] = {}
         self.as_columns = as_columns
         self.size = size
@@ -160,7 +182,7 @@ class ElementSink:
         if self.tap is not None:
             return len(self.tap) > 0
         if self.as_columns:
-            return self.rows >= self.size
+            return self.rows >= self.size or self.last >= self.pause_at
         return len(self.objects) > 0
 
     def element(self, elem: Element) -> None:
@@ -224,6 +246,18 @@ class ElementSink:
             self.objects = []
         self.new_columns()
         return ElementBatch._trusted(columns, objects)
+
+    def forget(self) -> None:
+        """Drop the rows written and the packets counted so far (a decode started at a
+        cut, at the end of the packets it decodes in silence); the state stays."""
+        self.objects = []
+        self.new_columns()
+        self.packets = self.syncs = self.overflows = 0
+        self.sync_at = []
+        self.overflow_at = []
+        self.undecoded = self.undecoded_bytes = 0
+        self.stop_at = -1
+        self.last_other = None
 
     # ---------------------------------------------------------------- state
 
@@ -322,6 +356,10 @@ def stream_rows(
     config: object,
     complete: bool,
     count: PacketCount | None = None,
+    *,
+    quiet_to: int = -1,
+    at_quiet: Callable[[], None] | None = None,
+    finish: bool = True,
 ) -> Iterator[list[Any]]:
     """The element rows of one stream, read by ``read`` into the column sink of ``dec``,
     as lists of element rows (:mod:`cstrace.rows`) that each hold one
@@ -330,18 +368,41 @@ def stream_rows(
     ``count``, when given, counts the packets as :func:`cstrace.tally.counted` would
     have counted packet objects (synchronisation and overflow packets by their
     offsets, the others through their handlers).
+
+    A piece of a stream cut at synchronisation points (:class:`KitCut`) starts at a
+    cut: the packets up to the one at capture index ``quiet_to`` (when not -1) are
+    decoded in silence, nothing output or counted, and ``at_quiet`` is called right
+    after that packet; and it may end before the stream does (``finish`` False: no
+    end of trace).
     """
+    quiet = quiet_to >= 0
     if count is not None:
-        dec.handlers = count.handlers
         dec.limit = count.limit
+        if not quiet:
+            dec.handlers = count.handlers
+    if quiet:
+        dec.pause_at = quiet_to
     size = dec.size
     done = False
     try:
         for _ in read(stream, config, complete, dec):
-            if dec.rows >= size:
+            if quiet:
+                if dec.last < quiet_to:
+                    continue
+                quiet = False
+                dec.pause_at = NEVER
+                if at_quiet is not None:
+                    at_quiet()
+                dec.forget()
+                if count is not None:
+                    dec.handlers = count.handlers
+            elif dec.rows >= size:
                 yield [dec.take()]
         done = True
-        dec.finish(complete)
+        if quiet:
+            dec.forget()  # (the stream ended before the decode went quiet no more)
+        elif finish:
+            dec.finish(complete)
         batch = dec.take()
         if batch is not None:
             yield [batch]
@@ -392,22 +453,27 @@ def elements_of(
 class KitCut:
     """A kit protocol's reader and decoder as :mod:`cstrace.split` drives them
     (:class:`~cstrace.protocols.base.CutDecoder`): packet objects from a tap on the
-    reader (with this cut's reader state), decoded one at a time. A protocol's
-    ``cut.py`` derives from it and says when a decoder started at a cut is settled."""
+    reader (with this cut's reader state), decoded one at a time, for the listing; or
+    the reader's one loop into the decoder's columns (:meth:`rows`), for the element
+    formats. A protocol's ``cut.py`` derives from it and says when a decoder started
+    at a cut is settled."""
 
-    __slots__ = ("complete", "config", "decoder", "out", "read", "reader")
+    __slots__ = ("complete", "config", "context", "decoder", "make", "out", "read", "reader")
 
     def __init__(
-        self, config: Any, context: DecodeContext, decoder: Any, reader: Any, read: Any
+        self, config: Any, context: DecodeContext, make: Any, reader: Any, read: Any
     ) -> None:
-        """``decoder``: the protocol's decoder class, made for ``config``; ``reader``: its
-        reader state; ``read``: its ``iter_packets(stream, config, complete, state)``."""
+        """``make``: the protocol's decoder class, ``make(config, context, as_columns,
+        size)``; ``reader``: its fresh reader state; ``read``: its reader,
+        ``read(stream, config, complete, decoder, state)``."""
         self.config = config
+        self.context = context
         self.complete = context.complete
-        self.decoder = decoder
+        self.make = make
+        self.decoder = make(config, context, False, 0)
         self.reader = reader
         self.read = read
-        self.out: list[Any] = decoder.objects
+        self.out: list[Any] = self.decoder.objects
 
     @property
     def last_idx(self) -> int:
@@ -420,9 +486,13 @@ class KitCut:
         return bool(self.decoder.stopped)
 
     def packets(self, stream: Stream, complete: bool) -> Iterator[Packet]:
-        """The packets of ``stream``, read with this reader state."""
-        packets: Iterator[Packet] = self.read(stream, self.config, complete, self.reader)
-        return packets
+        """The packets of ``stream``, read with this reader state (a tap on the reader)."""
+        dec = self.make(self.config, self.context, False, 0)
+        return tapped(self._read, dec, stream, self.config, complete)
+
+    def _read(self, stream: Stream, config: Any, complete: bool, dec: Any) -> Iterator[None]:
+        reading: Iterator[None] = self.read(stream, config, complete, dec, self.reader)
+        return reading
 
     def decode(self, pkt: Packet) -> list[Any]:
         """The elements of one packet (the list is reused by the next call)."""
@@ -437,6 +507,33 @@ class KitCut:
         out.clear()
         self.decoder.finish(self.complete)
         return out
+
+    def rows(
+        self,
+        stream: Stream,
+        complete: bool,
+        count: PacketCount | None,
+        quiet_to: int,
+        at_quiet: Callable[[], None] | None,
+        finish: bool,
+        size: int = 65536,
+    ) -> Iterator[list[Any]]:
+        """The element rows of ``stream``, read and decoded in the reader's one loop with
+        this cut's reader state, into a fresh decoder's columns (which becomes
+        :attr:`decoder`): :func:`stream_rows`, whose ``quiet_to``, ``at_quiet`` and
+        ``finish`` these are."""
+        dec = self.decoder = self.make(self.config, self.context, True, size)
+        return stream_rows(
+            self._read,
+            dec,
+            stream,
+            self.config,
+            complete,
+            count,
+            quiet_to=quiet_to,
+            at_quiet=at_quiet,
+            finish=finish,
+        )
 
     def cut_state(self) -> tuple[object, ...]:
         """The reader's and the decoder's cut states."""

@@ -23,7 +23,7 @@ from cstrace.protocols.base import CutPoints, DecodeContext, Packet
 from cstrace.protocols.etmv3.config import Etmv3Config
 from cstrace.protocols.etmv3.decoder import Etmv3Decoder
 from cstrace.protocols.etmv3.packets import ASync
-from cstrace.protocols.etmv3.reader import ReaderState, iter_packets
+from cstrace.protocols.etmv3.reader import ReaderState, read
 from cstrace.protocols.kit import KitCut
 
 __all__ = ["A_SYNC", "CUTS", "Etmv3Cut"]
@@ -39,9 +39,7 @@ class Etmv3Cut(KitCut):
     __slots__ = ()
 
     def __init__(self, config: Etmv3Config, context: DecodeContext) -> None:
-        super().__init__(
-            config, context, Etmv3Decoder(config, context), ReaderState(config), iter_packets
-        )
+        super().__init__(config, context, Etmv3Decoder, ReaderState(config), read)
 
     def settled(self) -> bool:
         """An I-sync decoded, the output ring renewed and, when timestamps are traced, a
@@ -53,7 +51,7 @@ def _opens(pkt: Packet) -> bool:
     return type(pkt) is ASync
 
 
-CUTS = CutPoints(sync=A_SYNC, decoder=Etmv3Cut, opens=_opens)
-"""How an ETMv3 stream is cut: at A-sync packets, for the listing by default (a piece
-reads and decodes packet objects, as the listing does; the whole run's element path,
-which makes none, is faster than two pieces of it)."""
+CUTS = CutPoints(sync=A_SYNC, decoder=Etmv3Cut, opens=_opens, every_format=True)
+"""How an ETMv3 stream is cut: at A-sync packets, in every output format (a piece of the
+listing reads and decodes packet objects, as the listing does; a piece of the other
+formats runs the reader's one loop, :meth:`~cstrace.protocols.kit.KitCut.rows`)."""

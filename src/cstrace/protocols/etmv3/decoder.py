@@ -106,7 +106,7 @@ from cstrace.protocols.etmv3.packets import (
 from cstrace.protocols.etmv3.packets import CycleCount as CycleCountPacket
 from cstrace.protocols.etmv3.packets import Timestamp as TimestampPacket
 from cstrace.protocols.etmv3.packets import Trigger as TriggerPacket
-from cstrace.protocols.kit import ElementSink, elements_of
+from cstrace.protocols.kit import SINK_FIELDS, ElementSink, elements_of
 
 __all__ = ["COLUMNS", "Etmv3Decoder", "iter_elements"]
 
@@ -867,13 +867,11 @@ class Etmv3Decoder(ElementSink):
 
     # ---------------------------------------------------------------- cuts
 
-    CUT_CONSTANTS = frozenset(
+    CUT_CONSTANTS = SINK_FIELDS | frozenset(
         (
-            # the kit's sink and counters, and what the configuration sets
-            "trace_id", "recover", "state", "last", "fatal", "pending", "objects", "tap",
-            "raw", "last_other", "packets", "limit", "syncs", "sync_at", "overflows",
-            "overflow_at", "handlers", "as_columns", "size", "capacity", "rows", "specs", "arrays",
-            "undecoded", "undecoded_bytes", "stop_at", "refused", "ca", "m_profile",
+            # the kit's state (ETMv3 synchronises in two steps of its own: ``sync``), and
+            # what the configuration sets
+            "state", "refused", "ca", "m_profile",
             # caches of the code memory
             "blocks", "memory", "instrs", "generation", "cache_space",
             # the element columns (pure Python: attributes too)

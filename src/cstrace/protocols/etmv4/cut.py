@@ -13,13 +13,14 @@ decoder's (:meth:`~cstrace.protocols.etmv4.decoder.Etmv4Decoder.cut_state`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from cstrace.capture.stream import Stream
 from cstrace.protocols.base import CutPoints, DecodeContext, Packet
-from cstrace.protocols.etmv4.decoder import Etmv4Decoder, merge_log
+from cstrace.protocols.etmv4.decoder import Etmv4Decoder, merge_log, sink_rows
 from cstrace.protocols.etmv4.reader import ReaderState, iter_packets
+from cstrace.tally import PacketCount
 
 __all__ = ["A_SYNC", "CUTS", "Etmv4Cut"]
 
@@ -31,10 +32,11 @@ class Etmv4Cut:
     """An ETMv4/ETE reader and decoder as :mod:`cstrace.split` drives them
     (:class:`~cstrace.protocols.base.CutDecoder`)."""
 
-    __slots__ = ("config", "decoder", "out", "reader")
+    __slots__ = ("config", "context", "decoder", "out", "reader")
 
     def __init__(self, config: Any, context: DecodeContext) -> None:
         self.config = config
+        self.context = context
         self.reader = ReaderState(config)
         self.decoder = Etmv4Decoder(config, context)
         self.out: list[Any] = []
@@ -71,6 +73,34 @@ class Etmv4Cut:
         self.decoder.finish()
         return out
 
+    def rows(
+        self,
+        stream: Stream,
+        complete: bool,
+        count: PacketCount | None,
+        quiet_to: int,
+        at_quiet: Callable[[], None] | None,
+        finish: bool,
+        size: int = 4096,
+    ) -> Iterator[list[Any]]:
+        """The element rows of ``stream``, read and decoded in the reader's one loop with
+        this cut's reader state, by a fresh decoder (which becomes :attr:`decoder`):
+        :func:`~cstrace.protocols.etmv4.decoder.sink_rows`, whose ``quiet_to``,
+        ``at_quiet`` and ``finish`` these are."""
+        dec = self.decoder = Etmv4Decoder(self.config, self.context)
+        return sink_rows(
+            dec,
+            stream,
+            self.config,
+            complete,
+            count,
+            size,
+            state=self.reader,
+            quiet_to=quiet_to,
+            at_quiet=at_quiet,
+            finish=finish,
+        )
+
     def settled(self) -> bool:
         """Synchronised, address and context given, nothing stacked, and the reader's
         whole address history given since the cut (an entry of none has no bits)."""
@@ -85,5 +115,7 @@ def _opens(pkt: Packet) -> bool:
     return pkt.raw == A_SYNC
 
 
-CUTS = CutPoints(sync=A_SYNC, decoder=Etmv4Cut, opens=_opens)
-"""How an ETMv4/ETE stream is cut: at A-sync packets."""
+CUTS = CutPoints(sync=A_SYNC, decoder=Etmv4Cut, opens=_opens, every_format=True)
+"""How an ETMv4/ETE stream is cut: at A-sync packets, in every output format (a piece of
+the listing reads and decodes packet objects; a piece of the other formats runs the
+reader's one loop, :meth:`Etmv4Cut.rows`)."""

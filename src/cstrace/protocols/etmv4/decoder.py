@@ -48,7 +48,7 @@ a P0 element for cancelling.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from cstrace.capture.stream import Stream
@@ -1632,20 +1632,61 @@ def iter_stream_rows(
     given, counts the packets as :func:`cstrace.tally.counted` would have
     counted the reader's.
     """
-    dec = Etmv4Decoder(config, context)
-    if count is not None:
+    return sink_rows(Etmv4Decoder(config, context), stream, config, context.complete, count, size)
+
+
+def sink_rows(
+    dec: Etmv4Decoder,
+    stream: Stream,
+    config: Any,
+    complete: bool,
+    count: PacketCount | None = None,
+    size: int = 4096,
+    *,
+    state: Any = None,
+    quiet_to: int = -1,
+    at_quiet: Callable[[], None] | None = None,
+    finish: bool = True,
+) -> Iterator[list[Any]]:
+    """The element rows of ``stream`` read into ``dec`` in the reader's one loop (with the
+    reader state ``state``, when given), in lists of about ``size``; ``count`` as in
+    :func:`iter_stream_rows`.
+
+    A piece of a stream cut at synchronisation points (:mod:`.cut`) starts at a cut:
+    the packets up to the one at capture index ``quiet_to`` (when not -1) are decoded
+    in silence, nothing output or counted, one at a time, and ``at_quiet`` is called
+    right after that packet; it may end before the stream does (``finish`` False: no
+    end of trace).
+    """
+    quiet = quiet_to >= 0
+    if count is not None and not quiet:
         dec.handlers = count.handlers
-    dec.limit = size
+    dec.limit = 0 if quiet else size  # (quiet: the loop returns after every packet)
     dec.out = []
     done = False
     try:
-        for _ in read_into(stream, config, dec, context.complete):
-            if len(dec.out) >= size:
+        for _ in read_into(stream, config, dec, complete, state, False):
+            if quiet:
+                if dec.last_idx < quiet_to:
+                    continue
+                quiet = False
+                if at_quiet is not None:
+                    at_quiet()
+                dec.out = []
+                dec.packets = 0
+                dec.limit = size
+                if count is not None:
+                    dec.handlers = count.handlers
+            elif len(dec.out) >= size:
                 yield dec.out
                 dec.out = []
                 dec.stale = True  # (the caller ran: it may have moved the code memory)
         done = True
-        dec.finish()
+        if quiet:
+            dec.out = []
+            dec.packets = 0
+        elif finish:
+            dec.finish()
         if dec.out:
             yield dec.out
     finally:

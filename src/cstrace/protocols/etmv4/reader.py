@@ -1566,7 +1566,8 @@ class PacketSink:
         self.group_atoms = group_atoms
         """Give two or more atom packets in a row as one :class:`~.packets.AtomRun`."""
         self.limit = 4096
-        """The reader's loop returns once :attr:`out` holds this many items."""
+        """The reader's loop returns once :attr:`out` holds this many items (0: after
+        every packet, atoms one at a time)."""
 
     def atoms(self, off: int, data: bytes, pos: int, end: int) -> None:
         """The atom packets whose headers are ``data[pos:end]``, the first at capture index
@@ -1692,7 +1693,7 @@ class _Scanner:
         out = sink.out
         limit = sink.limit
         self.cut = False
-        single = self.single
+        single = self.single or limit <= 0  # (a sink that takes one packet at a time)
         while pos < stop:
             off = base + pos
             hdr = data[pos]
@@ -1896,6 +1897,7 @@ def read_into(
     sink: PacketSink,
     complete: bool = True,
     state: ReaderState | None = None,
+    single: bool | None = None,
 ) -> Iterator[None]:
     """Read the ETMv4/ETE packets of one trace ID's stream into ``sink`` (see the module
     docstring); yields after each run of packets given, when the caller may empty or
@@ -1912,7 +1914,7 @@ def read_into(
     with (a caller that cuts the stream at synchronisation points compares it
     with another reader's, :mod:`cstrace.split`); by default one is made. With
     a state given, packets are read one at a time, so that the state is the one
-    after the packet just given.
+    after the packet just given, unless ``single`` is False.
     """
     win = BlockWindow(stream)
     if not win.advance(0):
@@ -1929,7 +1931,7 @@ def read_into(
         return
     st = ReaderState(config) if state is None else state
     # A caller that gave the state looks at it after each packet: read one at a time.
-    scanner = _Scanner(st, state is not None)
+    scanner = _Scanner(st, state is not None if single is None else single)
     data = bytes(win.data)  # (a copy only if it is not bytes)
     n = len(data)
     # Capture indices come from the cursor: inside its current run they are

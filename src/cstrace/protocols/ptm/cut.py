@@ -20,7 +20,7 @@ from cstrace.protocols.kit import KitCut
 from cstrace.protocols.ptm.config import PtmConfig
 from cstrace.protocols.ptm.decoder import PtmDecoder
 from cstrace.protocols.ptm.packets import ASync
-from cstrace.protocols.ptm.reader import ReaderState, iter_packets
+from cstrace.protocols.ptm.reader import ReaderState, read
 
 __all__ = ["A_SYNC_END", "CUTS", "PtmCut"]
 
@@ -40,9 +40,7 @@ class PtmCut(KitCut):
     __slots__ = ()
 
     def __init__(self, config: PtmConfig, context: DecodeContext) -> None:
-        super().__init__(
-            config, context, PtmDecoder(config, context), ReaderState(config), iter_packets
-        )
+        super().__init__(config, context, PtmDecoder, ReaderState(config), read)
 
     def settled(self) -> bool:
         """An I-sync decoded (address, ISA and context known) and, when timestamps are
@@ -64,9 +62,9 @@ def _start_of(data: bytes, at: int) -> int:
     return first
 
 
-CUTS = CutPoints(sync=A_SYNC_END, decoder=PtmCut, opens=_opens, start_of=_start_of)
-"""How a PTM stream is cut: at A-sync packets, for the listing only. A piece reads
-and decodes packet objects, one at a time (:class:`PtmCut`), as the listing does;
-the element formats of a whole run read and decode in one loop without them
-(:func:`~cstrace.protocols.ptm.reader.iter_stream_rows`), several times faster
-than the pieces, so they are not cut."""
+CUTS = CutPoints(
+    sync=A_SYNC_END, decoder=PtmCut, opens=_opens, start_of=_start_of, every_format=True
+)
+"""How a PTM stream is cut: at A-sync packets, in every output format (a piece of the
+listing reads and decodes packet objects, as the listing does; a piece of the other
+formats runs the reader's one loop, :meth:`~cstrace.protocols.kit.KitCut.rows`)."""

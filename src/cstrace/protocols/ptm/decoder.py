@@ -82,7 +82,14 @@ from cstrace.errors import DiagCode, DiagKind, Severity
 from cstrace.isa import IsaOptions, arch_profile
 from cstrace.isa.blocks import Block, BlockCache
 from cstrace.protocols.base import DecodeContext, Packet
-from cstrace.protocols.kit import DECODE, NO_SYNC, WAIT_SYNC, ElementSink, ReturnStack
+from cstrace.protocols.kit import (
+    DECODE,
+    NO_SYNC,
+    SINK_FIELDS,
+    WAIT_SYNC,
+    ElementSink,
+    ReturnStack,
+)
 from cstrace.protocols.ptm.config import PtmConfig
 from cstrace.protocols.ptm.packets import (
     VMID,
@@ -261,39 +268,15 @@ class PtmDecoder(ElementSink):
 
     # -- state crossing a cut (cstrace.split) --------------------------------------------
 
-    CUT_CONSTANTS = frozenset(
+    CUT_CONSTANTS = SINK_FIELDS | frozenset(
         (
             "config",
             "context",
             "reader",
-            "trace_id",
             "walker",
             "memory",
             "tables",
             "seen_notsync",
-            "recover",
-            "fatal",
-            "pending",
-            "objects",
-            "tap",
-            "raw",
-            "last_other",
-            "packets",
-            "limit",
-            "syncs",
-            "sync_at",
-            "overflows",
-            "overflow_at",
-            "handlers",
-            "as_columns",
-            "size",
-            "capacity",
-            "undecoded",
-            "undecoded_bytes",
-            "stop_at",
-            "rows",
-            "specs",
-            "arrays",
             "c_type",
             "c_offset",
             "c_start",

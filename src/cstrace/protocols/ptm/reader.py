@@ -914,13 +914,22 @@ def _hunt(win: BlockWindow, hunt: _Unsynced, dec: PtmDecoder) -> Generator[None,
 # --- the reading loop ------------------------------------------------------------------
 
 
-def read(stream: Stream, config: PtmConfig, complete: bool, dec: PtmDecoder) -> Iterator[None]:
+def read(
+    stream: Stream,
+    config: PtmConfig,
+    complete: bool,
+    dec: PtmDecoder,
+    state: ReaderState | None = None,
+) -> Iterator[None]:
     """Read one PTM trace ID's bytes into the decoder ``dec`` (the module's reader
     contract); yields (None) whenever the decoder has output to take.
 
-    The reader state is ``dec.reader`` when set (:mod:`.cut` compares it where it cuts
-    a stream), else a fresh one (kept there).
+    The reader state is ``state`` when given (:mod:`.cut` compares it where it cuts
+    a stream), else ``dec.reader`` when set, else a fresh one; it is kept in
+    ``dec.reader``.
     """
+    if state is not None:
+        dec.reader = state
     win = BlockWindow(stream)
     if not win.advance(0):
         return
