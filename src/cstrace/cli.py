@@ -767,7 +767,8 @@ def _run_lines(
     if args.format == "ocsd":
         if tracker is not None:
             run = tracker.watch(run)
-        yield from listing_lines(run, packets=not args.no_packets)
+        # (in items of many lines: the writer joins them without a frame per line)
+        yield from listing_lines(run, packets=not args.no_packets, chunk=_CHUNK)
         yield f"ID:{run.packet_id:x}\tEND OF TRACE DATA"
     elif args.format == "jsonl":
         name = run.buffer.name
@@ -1297,14 +1298,23 @@ def _emit(
     return True
 
 
+_CHUNK = 256
+"""Lines per item of the listing that ``decode`` writes (:func:`listing_lines`)."""
+
+
 def _write(lines: Iterator[str], out: TextIO) -> None:
+    """Write ``lines`` (items of one or more lines, without their last newline) in
+    batches of about 4096 items or 1 MB."""
     batch: list[str] = []
+    size = 0
     for line in lines:
         batch.append(line)
-        if len(batch) >= 4096:
+        size += len(line)
+        if len(batch) >= 4096 or size >= 1 << 20:
             out.write("\n".join(batch))
             out.write("\n")
             batch.clear()
+            size = 0
     if batch:
         out.write("\n".join(batch))
         out.write("\n")

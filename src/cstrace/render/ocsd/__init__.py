@@ -33,12 +33,13 @@ def packet_renderer(protocol: str) -> Callable[[Packet], str]:
     return fn
 
 
-def listing_lines(run: SourceRun, *, packets: bool = True) -> Iterator[str]:
+def listing_lines(run: SourceRun, *, packets: bool = True, chunk: int = 1) -> Iterator[str]:
     """The listing of one source run: packet lines (unless ``packets`` is False) and elements.
 
     Each packet's line comes before the elements decoded after the decoder read
     it. Diagnostics are printed in the reference's words after the line of the
     packet being decoded, with no newline (glued to the next line), as
-    ``trc_pkt_lister`` does.
+    ``trc_pkt_lister`` does. ``chunk``: lines per item given, joined by newlines
+    (for a writer; by default one).
     """
-    return run_listing(run, packet_renderer(run.protocol.name), packets)
+    return run_listing(run, packet_renderer(run.protocol.name), packets, chunk)

@@ -25,7 +25,7 @@ __all__ = ["run_listing"]
 
 
 def run_listing(
-    run: SourceRun, text_of: Callable[[Packet], str], packets: bool = True
+    run: SourceRun, text_of: Callable[[Packet], str], packets: bool = True, chunk: int = 1
 ) -> Iterator[str]:
     """The listing of one source run: packet lines (unless ``packets`` is False) and elements.
 
@@ -33,12 +33,19 @@ def run_listing(
     it. Diagnostics are printed in the reference's words after the line of the
     packet being decoded, with no newline (glued to the next line), as
     ``trc_pkt_lister`` does.
+
+    ``chunk``: how many lines each item given holds, joined by newlines (the last may
+    hold fewer): a writer that takes thousands of lines at a time spares a Python
+    frame per line.
     """
     protocol = run.protocol.name
     prefix = f"ID:{run.packet_id:x}; ["
     elem_prefix = f"; ID:{run.trace_id:x}; "
     pending: deque[Packet] = deque()
     popleft = pending.popleft
+    buf: list[str] = []
+    put = buf.append
+    join = "\n".join
 
     def tap(source: Iterable[Packet]) -> Iterator[Packet]:
         append = pending.append
@@ -58,7 +65,10 @@ def run_listing(
                 if glue:
                     line = glue + line
                     glue = ""
-                yield line
+                put(line)
+                if len(buf) >= chunk:
+                    yield join(buf)
+                    buf.clear()
         if type(elem) is Diagnostic:
             if elem.kind != DiagKind.SYNC_WAIT:  # (a count the reference does not log)
                 glue += diagnostic_text(protocol, elem)
@@ -67,7 +77,10 @@ def run_listing(
         if glue:
             line = glue + line
             glue = ""
-        yield line
+        put(line)
+        if len(buf) >= chunk:
+            yield join(buf)
+            buf.clear()
     while pending:
         p = popleft()
         if packets and p.raw:
@@ -75,6 +88,11 @@ def run_listing(
             if glue:
                 line = glue + line
                 glue = ""
-            yield line
+            put(line)
+            if len(buf) >= chunk:
+                yield join(buf)
+                buf.clear()
     if glue:
-        yield glue
+        put(glue)
+    if buf:
+        yield join(buf)
