@@ -111,8 +111,8 @@ as they are: the instruction classifiers and the memory map (called for each
 new block walked), the listing's loop and printers of element text and of ITM,
 STM, PTM, ETMv4/ETE and ETMv3 packets (``bits.py`` and ``render/ocsd``: a line of
 text per packet and element; the ETMv4 printer compiled takes 0.36 to 0.55 s for
-the 687775 packets of ``bugfix-exact-match``, 0.52 to 0.61 s from its source), and the PTM packet classes (made for each packet the listing
-shows).
+the 687775 packets of ``bugfix-exact-match``, 0.52 to 0.61 s from its source),
+and the PTM packet classes (made for each packet the listing shows).
 
 A module compiled without a ``.pxd`` keeps Python's semantics except where
 Cython gives an expression a C type: the value of a ``bytes`` item, ``len()``.
