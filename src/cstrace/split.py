@@ -153,31 +153,9 @@ def _cuts(run: SourceRun) -> CutPoints:
 # -- the streams of pieces -----------------------------------------------------------------
 
 
-def _from(block: Stream, start: int) -> Stream | None:
-    """The part of ``block`` from capture index ``start`` on (None: all of it is before)."""
-    n = len(block.data)
-    if not n:
-        return None
-    pos = block.run_pos
-    idx = block.run_idx
-    ends = np.append(pos[1:], n)
-    last = idx + (ends - pos) - 1  # capture index of each run's last byte
-    k = int(np.searchsorted(last, start, side="left"))
-    if k >= len(pos):
-        return None
-    first = int(pos[k]) + max(0, start - int(idx[k]))
-    if first == 0:
-        return block
-    new_pos = pos[k:] - first
-    new_idx = idx[k:].copy()
-    new_pos[0] = 0
-    new_idx[0] = int(idx[k]) + (first - int(pos[k]))
-    return Stream(block.trace_id, block.data[first:], new_pos, new_idx)
-
-
-def _position(block: Stream, index: int) -> int | None:
-    """The position in ``block`` of its first byte at capture index ``index`` or after (None:
-    all its bytes are before)."""
+def _run_at(block: Stream, index: int) -> tuple[int, int] | None:
+    """The run of ``block`` that holds its first byte at capture index ``index`` or
+    after, and that byte's position (None: all its bytes are before)."""
     n = len(block.data)
     if not n:
         return None
@@ -188,7 +166,31 @@ def _position(block: Stream, index: int) -> int | None:
     k = int(np.searchsorted(last, index, side="left"))
     if k >= len(pos):
         return None
-    return int(pos[k]) + max(0, index - int(idx[k]))
+    return k, int(pos[k]) + max(0, index - int(idx[k]))
+
+
+def _from(block: Stream, start: int) -> Stream | None:
+    """The part of ``block`` from capture index ``start`` on (None: all of it is before)."""
+    at = _run_at(block, start)
+    if at is None:
+        return None
+    k, first = at
+    if first == 0:
+        return block
+    pos = block.run_pos
+    idx = block.run_idx
+    new_pos = pos[k:] - first
+    new_idx = idx[k:].copy()
+    new_pos[0] = 0
+    new_idx[0] = int(idx[k]) + (first - int(pos[k]))
+    return Stream(block.trace_id, block.data[first:], new_pos, new_idx)
+
+
+def _position(block: Stream, index: int) -> int | None:
+    """The position in ``block`` of its first byte at capture index ``index`` or after (None:
+    all its bytes are before)."""
+    at = _run_at(block, index)
+    return None if at is None else at[1]
 
 
 class WindowStream(GatheredStream):
