@@ -612,8 +612,10 @@ def read_chunks(path: str, size: int = CHUNK) -> Iterator[str]:
             yield rest
 
 
-PROGRESS_STEP = 64 * 1024
-"""Bytes of a stream between two progress reports (at most)."""
+PROGRESS_STEP = 256 * 1024
+"""Bytes of a stream between two progress reports (at most): four per 1 MiB block of the
+capture layer. (Each piece is a window the reader starts again: at 64 KiB, a PTM
+stream of 27 MB took 0.45 s more to decode than read whole, at 1 MiB 0.1 s.)"""
 
 
 def watch_progress(run: SourceRun, progress: Progress) -> SourceRun:

@@ -1,4 +1,4 @@
-"""Progress of a long decode: reported every 64 KiB of a stream, shown on a terminal.
+"""Progress of a long decode: reported every 256 KiB of a stream, shown on a terminal.
 
 - :meth:`Stream.pieces` cuts a stream with its capture indices intact;
 - a run watched for progress (its blocks handed on in small pieces) decodes to

@@ -90,32 +90,26 @@ class Stream:
 
     def pieces(self, size: int) -> Iterator[Stream]:
         """The stream as consecutive pieces of at most ``size`` bytes, each with the capture
-        index of its bytes (a reader fed the pieces one by one reads the same packets)."""
+        index of its bytes (a reader fed the pieces one by one reads the same packets).
+
+        The runs of each piece are found by binary search (a formatted stream has a
+        run per 15 bytes or so: a loop over them would cost more than the reader)."""
         data = self.data
         n = len(data)
         if n <= size:
             yield self
             return
-        positions = self._positions()
-        indices = self.run_idx.tolist()
-        k = 0
+        run_pos = np.asarray(self.run_pos, dtype=np.int64)
+        run_idx = np.asarray(self.run_idx, dtype=np.int64)
         for start in range(0, n, size):
             end = min(n, start + size)
-            while k + 1 < len(positions) and positions[k + 1] <= start:
-                k += 1
-            pos = [0]
-            idx = [indices[k] + start - positions[k]]
-            j = k + 1
-            while j < len(positions) and positions[j] < end:
-                pos.append(positions[j] - start)
-                idx.append(indices[j])
-                j += 1
-            yield Stream(
-                self.trace_id,
-                data[start:end],
-                np.array(pos, dtype=np.int64),
-                np.array(idx, dtype=np.int64),
-            )
+            k = int(np.searchsorted(run_pos, start, side="right")) - 1  # the run of ``start``
+            j = int(np.searchsorted(run_pos, end, side="left"))  # the first run after the piece
+            pos = run_pos[k:j] - start
+            idx = run_idx[k:j].copy()
+            pos[0] = 0
+            idx[0] = int(run_idx[k]) + start - int(run_pos[k])
+            yield Stream(self.trace_id, data[start:end], pos, idx)
 
     @classmethod
     def from_chunks(cls, trace_id: int | None, chunks: list[tuple[int, bytes]]) -> Stream:
