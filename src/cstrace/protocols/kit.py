@@ -458,7 +458,7 @@ class KitCut:
     formats. A protocol's ``cut.py`` derives from it and says when a decoder started
     at a cut is settled."""
 
-    __slots__ = ("complete", "config", "context", "decoder", "make", "out", "read", "reader")
+    __slots__ = ("config", "context", "decoder", "make", "out", "read", "reader")
 
     def __init__(
         self, config: Any, context: DecodeContext, make: Any, reader: Any, read: Any
@@ -468,7 +468,6 @@ class KitCut:
         ``read(stream, config, complete, decoder, state)``."""
         self.config = config
         self.context = context
-        self.complete = context.complete
         self.make = make
         self.decoder = make(config, context, False, 0)
         self.reader = reader
@@ -505,7 +504,7 @@ class KitCut:
         """The elements of the end of the trace."""
         out = self.out
         out.clear()
-        self.decoder.finish(self.complete)
+        self.decoder.finish(self.context.complete)
         return out
 
     def rows(
